@@ -147,9 +147,35 @@ type PauseStore interface {
 	ReleaseStalePause(ctx context.Context, r Run, before, now time.Time) (Run, error)
 }
 
+// Guard is a condition on the run a guarded pause or resume writes
+// (GuardedPauseStore), for a write decided against an earlier version of
+// the run: the store calls it with the run as it reads it, after finding
+// the request's own earlier write (a retry of a write that applied is
+// answered as before, never guarded) and before any other check, and
+// again each time its write finds the run moved since that read. A
+// non-nil error is returned with the run as read and nothing is written;
+// nil lets the write proceed, conditional on the run still being as the
+// guard saw it (its version included), so nothing the guard read changes
+// between the guard and the write. MemRuns calls it under its lock: a
+// Guard never calls the store.
+type Guard func(Run) error
+
+// GuardedPauseStore is a PauseStore whose pause and resume take a Guard
+// checked in the write's own compare-and-set. MemRuns and DynamoRuns
+// implement it; their Pause and Unpause are these with a nil Guard.
+type GuardedPauseStore interface {
+	PauseStore
+	// PauseGuarded is Pause, refused with g's error (the run as read,
+	// nothing written) when g refuses the run as read.
+	PauseGuarded(ctx context.Context, id string, p Pause, g Guard, now time.Time) (Run, error)
+	// UnpauseGuarded is Unpause, refused with g's error (the run as read,
+	// nothing written) when g refuses the run as read.
+	UnpauseGuarded(ctx context.Context, id, by, reason string, g Guard, now time.Time) (Run, error)
+}
+
 var (
-	_ PauseStore = (*MemRuns)(nil)
-	_ PauseStore = (*DynamoRuns)(nil)
+	_ GuardedPauseStore = (*MemRuns)(nil)
+	_ GuardedPauseStore = (*DynamoRuns)(nil)
 )
 
 // live reports whether s is a status the executor drives (pending,
@@ -158,14 +184,20 @@ func live(s Status) bool { return s == StatusPending || s == StatusRunning }
 
 // pauseDecided reports whether a pause p of r as read is decided without
 // a write: done with a nil error when r already holds this pause's own
-// write (a retry after its answer was lost, RED_TEAM 376), with
-// ErrStatusConflict when r is not live, with ErrPauseLimit when r has
-// recorded the most pauses it may.
-func pauseDecided(r Run, p Pause) (done bool, err error) {
+// write (a retry after its answer was lost, RED_TEAM 376), with g's error
+// when the guard g (nil for none) refuses r, with ErrStatusConflict when
+// r is not live, with ErrPauseLimit when r has recorded the most pauses
+// it may.
+func pauseDecided(r Run, p Pause, g Guard) (done bool, err error) {
 	switch {
 	case p.By != "" && r.PausedBy == p.By:
 		return true, nil
-	case !live(r.Status):
+	case g != nil:
+		if err := g(r); err != nil {
+			return true, err
+		}
+	}
+	if !live(r.Status) {
 		return true, ErrStatusConflict
 	}
 	if _, full := pausesSpent(r); full {
@@ -175,12 +207,18 @@ func pauseDecided(r Run, p Pause) (done bool, err error) {
 }
 
 // resumeDecided is pauseDecided for a resume by writer by: done when r
-// holds this resume's own write, or (ErrStatusConflict) is not paused.
-func resumeDecided(r Run, by string) (done bool, err error) {
+// holds this resume's own write, when g refuses r, or
+// (ErrStatusConflict) when r is not paused.
+func resumeDecided(r Run, by string, g Guard) (done bool, err error) {
 	switch {
 	case by != "" && r.ResumedBy == by:
 		return true, nil
-	case r.Status != StatusPaused:
+	case g != nil:
+		if err := g(r); err != nil {
+			return true, err
+		}
+	}
+	if r.Status != StatusPaused {
 		return true, ErrStatusConflict
 	}
 	return false, nil
@@ -310,14 +348,20 @@ func drained(pending LogEvent, evs []LogEvent, now time.Time) LogEvent {
 }
 
 // Pause implements PauseStore.
-func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (Run, error) {
+func (m *MemRuns) Pause(ctx context.Context, id string, p Pause, now time.Time) (Run, error) {
+	return m.PauseGuarded(ctx, id, p, nil, now)
+}
+
+// PauseGuarded implements GuardedPauseStore: g is called under the
+// store's lock.
+func (m *MemRuns) PauseGuarded(_ context.Context, id string, p Pause, g Guard, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if done, err := pauseDecided(r, p); done {
+	if done, err := pauseDecided(r, p, g); done {
 		return r, err
 	}
 	ev, pending, fence := planPause(r, p, now)
@@ -340,14 +384,20 @@ func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (R
 }
 
 // Unpause implements PauseStore.
-func (m *MemRuns) Unpause(_ context.Context, id, by, reason string, now time.Time) (Run, error) {
+func (m *MemRuns) Unpause(ctx context.Context, id, by, reason string, now time.Time) (Run, error) {
+	return m.UnpauseGuarded(ctx, id, by, reason, nil, now)
+}
+
+// UnpauseGuarded implements GuardedPauseStore: g is called under the
+// store's lock.
+func (m *MemRuns) UnpauseGuarded(_ context.Context, id, by, reason string, g Guard, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if done, err := resumeDecided(r, by); done {
+	if done, err := resumeDecided(r, by, g); done {
 		return r, err
 	}
 	r.Log = append(slices.Clone(r.Log), resumeEvents(r, reason, now)...)

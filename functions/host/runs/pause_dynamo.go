@@ -72,12 +72,19 @@ func appendTo(upd expression.UpdateBuilder, evs []LogEvent) expression.UpdateBui
 // conditional on the run as read (asRead), read again and retried while
 // the run moved in between and is still live (at most pauseTries times).
 func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Time) (Run, error) {
+	return d.PauseGuarded(ctx, id, p, nil, now)
+}
+
+// PauseGuarded implements GuardedPauseStore: Pause with g checked on each
+// read, the UpdateItem conditional on the run as g saw it (asRead: its
+// version included), at no further round trip.
+func (d *DynamoRuns) PauseGuarded(ctx context.Context, id string, p Pause, g Guard, now time.Time) (Run, error) {
 	r, err := d.Get(ctx, id)
 	if err != nil {
 		return Run{}, err
 	}
 	for range pauseTries {
-		if done, err := pauseDecided(r, p); done {
+		if done, err := pauseDecided(r, p, g); done {
 			return r, err
 		}
 		ev, pending, fence := planPause(r, p, now)
@@ -117,12 +124,19 @@ func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Tim
 // conditional on the run as read (asRead), read again and retried while
 // the run moved in between and is still paused (at most pauseTries times).
 func (d *DynamoRuns) Unpause(ctx context.Context, id, by, reason string, now time.Time) (Run, error) {
+	return d.UnpauseGuarded(ctx, id, by, reason, nil, now)
+}
+
+// UnpauseGuarded implements GuardedPauseStore: Unpause with g checked on
+// each read, the UpdateItem conditional on the run as g saw it (asRead),
+// at no further round trip.
+func (d *DynamoRuns) UnpauseGuarded(ctx context.Context, id, by, reason string, g Guard, now time.Time) (Run, error) {
 	r, err := d.Get(ctx, id)
 	if err != nil {
 		return Run{}, err
 	}
 	for range pauseTries {
-		if done, err := resumeDecided(r, by); done {
+		if done, err := resumeDecided(r, by, g); done {
 			return r, err
 		}
 		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusRunning))).

@@ -559,3 +559,150 @@ func sameRun(a, b runs.Run) bool {
 	return a.Status == b.Status && a.Version == b.Version && a.Epoch == b.Epoch && a.PausedBy == b.PausedBy &&
 		(a.PausePending == nil) == (b.PausePending == nil) && slices.Equal(logTypes(a), logTypes(b)) && a.UpdatedAt.Equal(b.UpdatedAt)
 }
+
+// errRefused is the suite's guard refusal.
+var errRefused = errors.New("runstest: the guard refused the run")
+
+// guarded is the store as a GuardedPauseStore (every store of this
+// repository is one); a store that is not skips the guarded cases.
+func (e *env) guarded(t *testing.T) runs.GuardedPauseStore {
+	t.Helper()
+	g, ok := e.st.(runs.GuardedPauseStore)
+	if !ok {
+		t.Skip("the store takes no guard (not a runs.GuardedPauseStore)")
+	}
+	return g
+}
+
+// statusSince is the guard of a write decided against version v: it
+// refuses a run whose status changed since v (errRefused), and a version
+// the run never had.
+func statusSince(v int64) runs.Guard {
+	return func(r runs.Run) error {
+		changes, err := r.ChangesSince(v)
+		if err != nil {
+			return err
+		}
+		for _, c := range changes {
+			if c.Field == runs.FieldStatus {
+				return errRefused
+			}
+		}
+		return nil
+	}
+}
+
+// pauseGuarded: a guarded pause and resume are refused with the guard's
+// error, the run unchanged, when the guard refuses the run as read (it is
+// handed the run as stored), and apply as Pause and Unpause when it
+// passes; the guard is checked before the status (a refused guard on a
+// run the write would refuse anyway is the guard's error); a retry of a
+// guarded write that applied finds its own write and is not guarded.
+func pauseGuarded(t *testing.T, e *env) {
+	g := e.guarded(t)
+	r := e.running(t, 0)
+	var saw runs.Run
+	refuse := func(cur runs.Run) error { saw = cur; return errRefused }
+	got, err := g.PauseGuarded(e.ctx, r.ID, runs.Pause{By: "p1"}, refuse, e.at(time.Second))
+	if !errors.Is(err, errRefused) || got.Version != r.Version || got.Status != runs.StatusRunning || saw.Version != r.Version || saw.ID != r.ID {
+		t.Fatalf("refused guarded pause: %s at %d %v (guard saw version %d), want the guard's error, the run as read", got.Status, got.Version, err, saw.Version)
+	}
+	if cur := e.get(t, r.ID); cur.Version != r.Version || cur.Status != runs.StatusRunning || count(cur, runs.EventRunPaused) != 0 {
+		t.Fatalf("the refused pause wrote the run: %s at %d, log %v", cur.Status, cur.Version, logTypes(cur))
+	}
+	if _, err := g.UnpauseGuarded(e.ctx, r.ID, "r0", "", refuse, e.at(time.Second)); !errors.Is(err, errRefused) {
+		t.Fatalf("guarded resume of a running run: %v, want the guard's error before the status", err)
+	}
+	p, err := g.PauseGuarded(e.ctx, r.ID, runs.Pause{By: "p1", Reason: "decided"}, statusSince(r.Version), e.at(2*time.Second))
+	if err != nil || p.Status != runs.StatusPaused || p.Version != r.Version+1 || lastPause(t, p).Reason != "decided" {
+		t.Fatalf("guarded pause passing its guard: %s at %d %v", p.Status, p.Version, err)
+	}
+	if again, err := g.PauseGuarded(e.ctx, r.ID, runs.Pause{By: "p1"}, refuse, e.at(3*time.Second)); err != nil || again.Version != p.Version {
+		t.Fatalf("the guarded pause's retry: %s at %d %v, want its own pause found, unguarded", again.Status, again.Version, err)
+	}
+	if _, err := g.UnpauseGuarded(e.ctx, r.ID, "r1", "", statusSince(r.Version), e.at(3*time.Second)); !errors.Is(err, errRefused) {
+		t.Fatalf("a resume decided before the pause: %v, want refused", err)
+	}
+	res, err := g.UnpauseGuarded(e.ctx, r.ID, "r1", "go", statusSince(p.Version), e.at(4*time.Second))
+	if err != nil || res.Status != runs.StatusRunning || res.Version != p.Version+1 || count(res, runs.EventRunResumed) != 1 {
+		t.Fatalf("guarded resume passing its guard: %s at %d %v", res.Status, res.Version, err)
+	}
+	if again, err := g.UnpauseGuarded(e.ctx, r.ID, "r1", "go", refuse, e.at(5*time.Second)); err != nil || again.Version != res.Version {
+		t.Fatalf("the guarded resume's retry: %s at %d %v, want its own resume found, unguarded", again.Status, again.Version, err)
+	}
+	if _, err := g.PauseGuarded(e.ctx, r.ID, runs.Pause{By: "p2"}, statusSince(res.Version+5), e.at(6*time.Second)); err == nil || errors.Is(err, errRefused) {
+		t.Fatalf("a pause decided against a version the run never had: %v, want the guard's version error", err)
+	}
+}
+
+// pauseGuardedRace: a pause decided against the run's version v, guarded
+// on the status not having changed since, races other requests' pauses
+// and resumes of the run: it applies only as the run's first change after
+// v (version v+1), never after another request moved the status, whose
+// change it would not have seen. The resume decided against a paused
+// version likewise.
+func pauseGuardedRace(t *testing.T, e *env) {
+	g := e.guarded(t)
+	for round := range 2 {
+		r := e.running(t, 0)
+		var won runs.Run
+		errs := e.race(func(i int) error {
+			if i == 0 {
+				got, err := g.PauseGuarded(e.ctx, r.ID, runs.Pause{By: "decided"}, statusSince(r.Version), e.at(time.Second))
+				won = got
+				return err
+			}
+			by := "o" + strconv.Itoa(i)
+			if _, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: by}, e.at(time.Second)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+				return err
+			}
+			if _, err := e.st.Unpause(e.ctx, r.ID, by, "", e.at(time.Second)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+				return err
+			}
+			return nil
+		})
+		for i, err := range errs[1:] {
+			if err != nil {
+				t.Fatalf("round %d: racer %d: %v", round, i+1, err)
+			}
+		}
+		switch {
+		case errs[0] == nil:
+			if won.Version != r.Version+1 || won.PausedBy != "decided" {
+				t.Fatalf("round %d: the decided pause applied at version %d, want %d (the first change after its decision)", round, won.Version, r.Version+1)
+			}
+		case !errors.Is(errs[0], errRefused):
+			t.Fatalf("round %d: the decided pause: %v", round, errs[0])
+		}
+		// The resume decided against a paused version.
+		p := e.pauseWith(t, e.running(t, 0).ID, runs.Pause{By: "p"}, time.Second)
+		errs = e.race(func(i int) error {
+			if i == 0 {
+				got, err := g.UnpauseGuarded(e.ctx, p.ID, "decided", "", statusSince(p.Version), e.at(2*time.Second))
+				won = got
+				return err
+			}
+			by := "o" + strconv.Itoa(i)
+			if _, err := e.st.Unpause(e.ctx, p.ID, by, "", e.at(2*time.Second)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+				return err
+			}
+			if _, err := e.st.Pause(e.ctx, p.ID, runs.Pause{By: by}, e.at(2*time.Second)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+				return err
+			}
+			return nil
+		})
+		for i, err := range errs[1:] {
+			if err != nil {
+				t.Fatalf("round %d: resume racer %d: %v", round, i+1, err)
+			}
+		}
+		switch {
+		case errs[0] == nil:
+			if won.Version != p.Version+1 || won.ResumedBy != "decided" {
+				t.Fatalf("round %d: the decided resume applied at version %d, want %d", round, won.Version, p.Version+1)
+			}
+		case !errors.Is(errs[0], errRefused):
+			t.Fatalf("round %d: the decided resume: %v", round, errs[0])
+		}
+	}
+}

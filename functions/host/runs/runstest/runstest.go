@@ -332,5 +332,7 @@ var cases = []testCase{
 	{"Pause/StaleDrain", pauseStaleDrain},
 	{"Pause/StaleDrainRace", pauseStaleDrainRace},
 	{"Pause/StaleDrainLostAnswer", pauseStaleDrainLostAnswer},
+	{"Pause/Guarded", pauseGuarded},
+	{"Pause/GuardedRace", pauseGuardedRace},
 	{roundTripsCase, roundTrips},
 }
