@@ -231,25 +231,51 @@ func cancelledBy(r runs.Run, by string) bool {
 // submission re-run after its entry was discarded or resubmitted) is
 // answered without an inbox entry: nothing waits any more.
 func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
-	changes, err := r.ChangesSince(d.version)
+	se, err := staleSince(r, d, cancelInputs)
 	if errors.Is(err, decided.ErrVersionAhead) {
 		return d.invalid(err), false, true, nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
-	touched := decided.Touching(changes, cancelInputs)
-	if len(touched) == 0 {
+	if se == nil {
 		return events.APIGatewayV2HTTPResponse{}, false, false, nil
 	}
+	resp, err = h.keepStale(ctx, se, inbox.Entry{Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, Reason: reason}, rs)
+	return resp, err == nil, true, err
+}
+
+// staleSince is the refusal (no inbox id yet) of a write decided against
+// d whose run r changed since in one of inputs; nil when none did;
+// decided.ErrVersionAhead for a version r never had.
+func staleSince(r runs.Run, d decision, inputs []string) (*decided.StaleError, error) {
+	changes, err := r.ChangesSince(d.version)
+	if err != nil {
+		return nil, err
+	}
+	touched := decided.Touching(changes, inputs)
+	if len(touched) == 0 {
+		return nil, nil
+	}
+	return &decided.StaleError{RecordID: r.ID, Decided: d.version, Current: r.Version, Changes: touched}, nil
+}
+
+// keepStale keeps the refused write se in the caller's inbox as e (its
+// tenant, caller, operation and what its resubmission runs it with: its
+// reason, a pause's drain policy) and answers the 409 with the fix: as
+// rs.id, handed back by rs.by, for a resubmission refused again; under a
+// new id (the request's claim's) for a write sent directly. A refusal
+// whose entry another decision already decided is answered without an
+// inbox id, and so is one a full inbox cannot hold.
+func (h *Handler) keepStale(ctx context.Context, se *decided.StaleError, e inbox.Entry, rs resubmission) (events.APIGatewayV2HTTPResponse, error) {
 	entryID := rs.id
 	if entryID == "" {
 		claim, claimed := idem.FromContext(ctx)
 		entryID = inbox.EntryID(claim, claimed)
 	}
-	se := &decided.StaleError{RecordID: r.ID, Decided: d.version, Current: r.Version, Changes: touched, InboxID: entryID}
-	err = h.cfg.Inbox.Keep(ctx, inbox.Entry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: d.version, CurrentVersion: r.Version, Changes: touched, Reason: reason, CreatedAt: h.clock.Now()}, rs.by)
+	se.InboxID = entryID
+	e.ID, e.RecordID, e.DecidedVersion, e.CurrentVersion, e.Changes, e.CreatedAt = entryID, se.RecordID, se.Decided, se.Current, se.Changes, h.clock.Now()
+	err := h.cfg.Inbox.Keep(ctx, e, rs.by)
 	switch {
 	case errors.Is(err, inbox.ErrDecided):
 		se.InboxID = ""
@@ -257,7 +283,7 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller, reason s
 		// The tenant's inbox holds no more: the write is refused as
 		// stale all the same, not kept (no inboxId), never a 500 that
 		// every retry of its key would repeat.
-		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a stale write is refused without an entry", slog.String("run_id", r.ID))
+		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a stale write is refused without an entry", slog.String("run_id", se.RecordID))
 		se.InboxID = ""
 	case errors.Is(err, inbox.ErrFull):
 		// A resubmission refused again whose updated entry no longer
@@ -265,15 +291,15 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller, reason s
 		// fits: a decision never grows the inbox), so it waits with its
 		// earlier fix and this answer names the new one; never a 500
 		// with the entry held for good.
-		if _, err := h.cfg.Inbox.Decide(ctx, r.Tenant, rs.id, inbox.Waiting, rs.by, h.clock.Now()); err != nil {
-			return events.APIGatewayV2HTTPResponse{}, false, true, err
+		if _, err := h.cfg.Inbox.Decide(ctx, e.Tenant, rs.id, inbox.Waiting, rs.by, h.clock.Now()); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a resubmission refused again is handed back unchanged", slog.String("run_id", r.ID))
+		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a resubmission refused again is handed back unchanged", slog.String("run_id", se.RecordID))
 	case err != nil:
-		return events.APIGatewayV2HTTPResponse{}, false, true, err
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	st, hd, body := se.Envelope()
-	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}, true, true, nil
+	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}, nil
 }
 
 // listInbox serves GET /inbox: the caller's waiting writes, oldest first,
@@ -347,7 +373,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	if !d.checked() {
 		d = decision{version: e.CurrentVersion, from: decidedByEntry}
 	}
-	if e.Operation != OpCancelRun {
+	if !h.runsInboxOp(e.Operation) {
 		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
 	}
 	by := decisionBy(ctx)
@@ -370,8 +396,17 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	}
 	if !done {
 		var stale bool
-		// The write runs as it was sent: with the reason its cancel gave.
-		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, e.Reason, d, resubmission{id: e.ID, by: by})
+		// The write runs as it was sent: with the reason its request gave
+		// (and a pause with its drain policy).
+		rs := resubmission{id: e.ID, by: by}
+		switch e.Operation {
+		case OpPauseRun:
+			resp, stale, err = h.pause(ctx, c.tenant, caller, e.RecordID, e.DrainPolicy, e.Reason, d, rs)
+		case OpResumeRun:
+			resp, stale, err = h.resume(ctx, c.tenant, caller, e.RecordID, e.Reason, d, rs)
+		default:
+			resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, e.Reason, d, rs)
+		}
 		if err != nil || stale {
 			// Refused again: handed back (cancel kept it waiting), or left
 			// held for this resubmission's retry.
@@ -393,35 +428,58 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	return resp, nil
 }
 
+// runsInboxOp reports whether this host runs an inbox entry's operation:
+// cancelRun always, pauseRun and resumeRun when its run store pauses
+// runs.
+func (h *Handler) runsInboxOp(op string) bool {
+	switch op {
+	case OpCancelRun:
+		return true
+	case OpPauseRun, OpResumeRun:
+		return h.pauseStore() != nil
+	}
+	return false
+}
+
 // ranBefore answers (done) a retried resubmission whose write may already
-// have run: once its entry is resubmitted, or while it still holds the
-// entry and the run is cancelled (its write landed and the finish did not,
-// or another request cancelled the run first), the answer is the run's as
-// the write left it. 200 cancelled only when the run's CancelledBy is this
-// resubmission's own write (cancelBy: its Layer-1 record, which its cancel
+// have run: once its entry is resubmitted, or (a cancel) while it still
+// holds the entry and the run is cancelled (its write landed and the
+// finish did not, or another request cancelled the run first), the answer
+// is the run's as the write left it. 200 cancelled (202 paused, 202
+// running) only when the run's CancelledBy (PausedBy, ResumedBy) is this
+// resubmission's own write (cancelBy: its Layer-1 record, which its write
 // recorded in the same conditional write as the status); 409 run_terminal
-// when another request cancelled it (this write never moved the run: a
-// cancel moves only a pending or running run) or it ended otherwise; 404
-// when it is gone. A resubmitted entry's write never runs again. A first
-// resubmission is never done here: its write runs and is checked.
+// when the run ended otherwise (a cancel's write never moved it: a cancel
+// moves only a live or paused run); 404 when it is gone. A resubmitted
+// entry's write never runs again. A first resubmission is never done
+// here: its write runs and is checked. A retried pause or resume still
+// holding its entry is not done here either: its store finds its own
+// write (runs.PauseStore).
 func (h *Handler) ranBefore(ctx context.Context, tenant string, e inbox.Entry, retry bool) (events.APIGatewayV2HTTPResponse, bool, error) {
-	if !retry && e.State != inbox.Resubmitted {
+	if !retry && e.State != inbox.Resubmitted || e.Operation != OpCancelRun && e.State != inbox.Resubmitted {
 		return events.APIGatewayV2HTTPResponse{}, false, nil
 	}
 	r, err := h.cfg.Runs.Get(ctx, e.RecordID)
+	by := cancelBy(ctx)
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound) || err == nil && r.Tenant != tenant:
 		return notFound(), true, nil
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, true, err
-	case cancelledBy(r, cancelBy(ctx)):
+	case e.Operation == OpPauseRun && by != "" && r.PausedBy == by:
+		resp, err := pausedResp(r.ID, r)
+		return resp, true, err
+	case e.Operation == OpResumeRun && by != "" && r.ResumedBy == by:
+		resp, err := resumedResp(r.ID, r)
+		return resp, true, err
+	case e.Operation == OpCancelRun && cancelledBy(r, by):
 		resp, _, err := cancelled(r.ID)
 		return resp, true, err
 	case r.Status != runs.StatusCancelled && e.State != inbox.Resubmitted:
 		return events.APIGatewayV2HTTPResponse{}, false, nil
 	case r.Status.Terminal():
-		// Cancelled by another request, or ended otherwise: never a 200
-		// claiming a cancel this resubmission did not make.
+		// Cancelled by another request, or ended otherwise: never an
+		// answer claiming a write this resubmission did not make.
 		return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), true, nil
 	}
 	return lostDecision(e), true, nil

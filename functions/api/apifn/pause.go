@@ -12,7 +12,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -111,6 +113,15 @@ func (h *Handler) pauseStore() runs.PauseStore {
 	return ps
 }
 
+// pauseInputs and resumeInputs are pauseRun's and resumeRun's declared
+// inputs, what each decides on (a pause is for a live run, a resume for a
+// paused one): an offline-decided pause or resume is refused when the
+// run's status changed since the version it was decided against.
+var (
+	pauseInputs  = []string{runs.FieldStatus}
+	resumeInputs = []string{runs.FieldStatus}
+)
+
 // pauseRun serves POST /runs/{runId}:pause: the run moves to paused
 // (runs.PauseStore.Pause) and the answer is 202 {runId, status: paused,
 // pausedAt}. A run already paused, ended or otherwise not live is 409:
@@ -118,18 +129,58 @@ func (h *Handler) pauseStore() runs.PauseStore {
 // details.runStatus; so is a run that recorded the most pauses it can
 // (runs.MaxPauses, details.maxPauses too). A retry of the pause whose write applied (its
 // Idempotency-Key's record not yet written) finds its own pause and
-// answers 202 again.
+// answers 202 again. With Idempotency-Decided-Version or If-Match the
+// pause was decided offline against that version of the run: it is
+// refused, and kept in the caller's inbox, when the run's status changed
+// since (RED_TEAM 400; inbox.go).
 func (h *Handler) pauseRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	ps := h.pauseStore()
-	if ps == nil {
+	if h.pauseStore() == nil {
 		return notFound(), nil
 	}
-	p := runs.Pause{Drain: bodyString(c.ev, "drainPolicy"), Reason: bodyString(c.ev, "reason"), By: writerBy(ctx)}
-	r, err := ps.Pause(ctx, c.runID(), p, h.clock.Now())
-	if resp, done, err := stateRefusal(r, c.tenant, err, "paused"); done {
-		return resp, err
+	d, err := decidedVersion(c.ev)
+	if err != nil {
+		return decidedInvalid(err), nil
 	}
-	return jsonResp(http.StatusAccepted, map[string]any{"runId": c.runID(), "status": runs.StatusPaused,
+	resp, _, err := h.pause(ctx, c.tenant, h.callerOf(c.ev), c.runID(), bodyString(c.ev, "drainPolicy"), bodyString(c.ev, "reason"), d, resubmission{})
+	return resp, err
+}
+
+// pause pauses the tenant's run with drain and reason (a request's, or a
+// resubmitted inbox entry's). With a decided version, the store checks
+// the run's changes since then against pauseInputs on the run its
+// compare-and-set writes (decidedGuard); a stale decision is kept in the
+// inbox (rs, as cancel's) and answered 409 with the fix, stale true.
+func (h *Handler) pause(ctx context.Context, tenant, caller, runID, drain, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+	ps := h.pauseStore()
+	if ps == nil {
+		return notFound(), false, nil
+	}
+	p := runs.Pause{Drain: drain, Reason: reason, By: writerBy(ctx)}
+	var r runs.Run
+	gs, guarded := ps.(runs.GuardedPauseStore)
+	switch g := decidedGuard(tenant, d, pauseInputs); {
+	case !d.checked():
+		r, err = ps.Pause(ctx, runID, p, h.clock.Now())
+	case guarded:
+		r, err = gs.PauseGuarded(ctx, runID, p, g, h.clock.Now())
+	default:
+		if r, err = h.precheck(ctx, runID, func(r runs.Run) bool { return r.PausedBy == p.By }, g); err == nil {
+			r, err = ps.Pause(ctx, runID, p, h.clock.Now())
+		}
+	}
+	if resp, stale, done, err := h.staleAnswer(ctx, r, err, d, rs, inbox.Entry{Caller: caller, Operation: OpPauseRun, Reason: reason, DrainPolicy: drain}); done {
+		return resp, stale, err
+	}
+	if resp, done, err := stateRefusal(r, tenant, err, "paused"); done {
+		return resp, false, err
+	}
+	resp, err = pausedResp(runID, r)
+	return resp, false, err
+}
+
+// pausedResp is pauseRun's 202 for r, paused.
+func pausedResp(runID string, r runs.Run) (events.APIGatewayV2HTTPResponse, error) {
+	return jsonResp(http.StatusAccepted, map[string]any{"runId": runID, "status": runs.StatusPaused,
 		"pausedAt": pauseTime(r).Format(time.RFC3339Nano)})
 }
 
@@ -137,18 +188,108 @@ func (h *Handler) pauseRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 // running (runs.PauseStore.Unpause) and the executor continues it; the
 // answer is 202 {runId, status: running, resumedAt}. A run not paused is
 // 409: run_terminal when it ended, else run_state_conflict with
-// details.runStatus.
+// details.runStatus. With Idempotency-Decided-Version or If-Match the
+// resume was decided offline, checked as pauseRun's.
 func (h *Handler) resumeRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	ps := h.pauseStore()
-	if ps == nil {
+	if h.pauseStore() == nil {
 		return notFound(), nil
 	}
-	r, err := ps.Unpause(ctx, c.runID(), writerBy(ctx), bodyString(c.ev, "reason"), h.clock.Now())
-	if resp, done, err := stateRefusal(r, c.tenant, err, "resumed"); done {
-		return resp, err
+	d, err := decidedVersion(c.ev)
+	if err != nil {
+		return decidedInvalid(err), nil
 	}
-	return jsonResp(http.StatusAccepted, map[string]any{"runId": c.runID(), "status": runs.StatusRunning,
+	resp, _, err := h.resume(ctx, c.tenant, h.callerOf(c.ev), c.runID(), bodyString(c.ev, "reason"), d, resubmission{})
+	return resp, err
+}
+
+// resume is pause's resume with reason, checked against resumeInputs.
+func (h *Handler) resume(ctx context.Context, tenant, caller, runID, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+	ps := h.pauseStore()
+	if ps == nil {
+		return notFound(), false, nil
+	}
+	by := writerBy(ctx)
+	var r runs.Run
+	gs, guarded := ps.(runs.GuardedPauseStore)
+	switch g := decidedGuard(tenant, d, resumeInputs); {
+	case !d.checked():
+		r, err = ps.Unpause(ctx, runID, by, reason, h.clock.Now())
+	case guarded:
+		r, err = gs.UnpauseGuarded(ctx, runID, by, reason, g, h.clock.Now())
+	default:
+		if r, err = h.precheck(ctx, runID, func(r runs.Run) bool { return r.ResumedBy == by }, g); err == nil {
+			r, err = ps.Unpause(ctx, runID, by, reason, h.clock.Now())
+		}
+	}
+	if resp, stale, done, err := h.staleAnswer(ctx, r, err, d, rs, inbox.Entry{Caller: caller, Operation: OpResumeRun, Reason: reason}); done {
+		return resp, stale, err
+	}
+	if resp, done, err := stateRefusal(r, tenant, err, "resumed"); done {
+		return resp, false, err
+	}
+	resp, err = resumedResp(runID, r)
+	return resp, false, err
+}
+
+// resumedResp is resumeRun's 202 for r, resumed.
+func resumedResp(runID string, r runs.Run) (events.APIGatewayV2HTTPResponse, error) {
+	return jsonResp(http.StatusAccepted, map[string]any{"runId": runID, "status": runs.StatusRunning,
 		"resumedAt": resumeTime(r).Format(time.RFC3339Nano)})
+}
+
+// decidedGuard is the store's guard (runs.Guard) of a write decided
+// against d that decides on inputs: another tenant's run is no run
+// (runs.ErrRunNotFound); a version the run never had is
+// decided.ErrVersionAhead; a run whose changes since d touch inputs is
+// the refusal (*decided.StaleError, no inbox id yet). Nil for a write
+// that is not checked.
+func decidedGuard(tenant string, d decision, inputs []string) runs.Guard {
+	if !d.checked() {
+		return nil
+	}
+	return func(r runs.Run) error {
+		if r.Tenant != tenant {
+			return runs.ErrRunNotFound
+		}
+		se, err := staleSince(r, d, inputs)
+		if err != nil {
+			return err
+		}
+		if se != nil {
+			return se
+		}
+		return nil
+	}
+}
+
+// precheck is a decided pause's or resume's check on a run store that
+// takes no guard (not a runs.GuardedPauseStore): g on a read of the run
+// before the write, as cancel checks, unless the run holds the request's
+// own write (own: a retry of a write that applied). The write that follows
+// is not conditional on what g read.
+func (h *Handler) precheck(ctx context.Context, runID string, own func(runs.Run) bool, g runs.Guard) (runs.Run, error) {
+	r, err := h.cfg.Runs.Get(ctx, runID)
+	if err != nil || own(r) {
+		return r, err
+	}
+	return r, g(r)
+}
+
+// staleAnswer answers (done) a decided write's guard refusal: a stale
+// decision kept in the inbox as e (keepStale; e's tenant is the run's)
+// and answered 409 with the fix (stale true), or a decided version the run
+// never had (400 naming the header that carried it).
+func (h *Handler) staleAnswer(ctx context.Context, r runs.Run, err error, d decision, rs resubmission, e inbox.Entry) (resp events.APIGatewayV2HTTPResponse, stale, done bool, _ error) {
+	var se *decided.StaleError
+	switch {
+	case errors.As(err, &se):
+		e.Tenant = r.Tenant
+		resp, err := h.keepStale(ctx, se, e, rs)
+		return resp, err == nil, true, err
+	case errors.Is(err, decided.ErrVersionAhead):
+		return d.invalid(err), false, true, nil
+	}
+	return events.APIGatewayV2HTTPResponse{}, false, false, nil
 }
 
 // stateRefusal is the answer (done) to a pause or resume the store did not

@@ -28,7 +28,8 @@ type Entry struct {
 	// scopes by the tenant alone. Only that caller finds the entry.
 	Caller string `json:"caller,omitempty"`
 	// Operation is the refused write's operation id (the reference host's:
-	// "cancelRun"); RecordID the record it writes (a runId).
+	// "cancelRun", "pauseRun" or "resumeRun"); RecordID the record it
+	// writes (a runId).
 	Operation string `json:"operation"`
 	RecordID  string `json:"recordId"`
 	// DecidedVersion is the version the write was decided against;
@@ -38,9 +39,14 @@ type Entry struct {
 	CurrentVersion int64                 `json:"currentVersion"`
 	Changes        []decided.FieldChange `json:"changes"`
 	// Reason is the refused write's reason as its request gave it (a
-	// cancel's body reason), "" for none: a resubmission runs the write
-	// with it, so what the run records is what the caller sent.
+	// cancel's, a pause's or a resume's body reason), "" for none: a
+	// resubmission runs the write with it, so what the run records is
+	// what the caller sent.
 	Reason string `json:"reason,omitempty"`
+	// DrainPolicy is a refused pause's drainPolicy as its request gave it
+	// ("" for none, the default, and for every other operation): its
+	// resubmission pauses with it.
+	DrainPolicy string `json:"drainPolicy,omitempty"`
 	// CreatedAt is when the write was refused (the latest refusal, for an
 	// entry resubmitted and refused again).
 	CreatedAt time.Time `json:"createdAt"`
