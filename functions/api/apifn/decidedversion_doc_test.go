@@ -15,7 +15,8 @@ import (
 // decided.ParseVersion accepts, and the run's ETag is not one: the
 // description sends it to If-Match instead of calling the version the
 // ETag); If-Match is declared, with the ETag, on every operation that
-// reads a decided version (cancelRun, resubmitInboxEntry). The refusal of
+// reads a decided version (cancelRun, pauseRun, resumeRun,
+// resubmitInboxEntry). The refusal of
 // an ETag sent as the version says where the ETag goes.
 func TestDecidedVersionDocumentedAsAccepted(t *testing.T) {
 	var doc map[string]any
@@ -39,7 +40,7 @@ func TestDecidedVersionDocumentedAsAccepted(t *testing.T) {
 	if strings.Contains(desc, "The version (the ETag") || !strings.Contains(desc, "If-Match") || !strings.Contains(desc, "decimal") {
 		t.Errorf("DecidedVersion description: %q", desc)
 	}
-	for _, k := range []string{"/runs/{runId}/cancel", "/inbox/{id}/resubmit"} {
+	for _, k := range []string{"/runs/{runId}/cancel", "/runs/{runId}:pause", "/runs/{runId}:resume", "/inbox/{id}/resubmit"} {
 		op := doc["paths"].(map[string]any)[k].(map[string]any)["post"].(map[string]any)
 		var names []string
 		for _, prm := range op["parameters"].([]any) {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -312,4 +313,117 @@ func TestDecidedPauseResumeRoundTrips(t *testing.T) {
 			}
 		}
 	})
+}
+
+// guardedRuns is a run store that pauses runs under a guard.
+type guardedRuns interface {
+	runs.RunStore
+	runs.GuardedPauseStore
+}
+
+// pauseLoser is a guardedRuns that, when armed, loses the answer of the
+// next guarded pause that landed (the write applied, the caller sees an
+// error).
+type pauseLoser struct {
+	guardedRuns
+	mu   sync.Mutex
+	lose bool
+}
+
+func (s *pauseLoser) PauseGuarded(ctx context.Context, id string, p runs.Pause, g runs.Guard, now time.Time) (runs.Run, error) {
+	r, err := s.guardedRuns.PauseGuarded(ctx, id, p, g, now)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil && s.lose {
+		s.lose = false
+		return runs.Run{}, errLost
+	}
+	return r, err
+}
+
+// TestInboxPauseResubmissionRetriedAfterItsPauseLanded: a resubmitted
+// pause whose write landed but whose answer was lost (5xx) is retried with
+// its Idempotency-Key: the run holds its own pause, so the retry answers
+// 202 paused, the run is not paused again, and the entry is resubmitted.
+func TestInboxPauseResubmissionRetriedAfterItsPauseLanded(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		var pl *pauseLoser
+		f, rs := inboxHost(t, e, func(c *Config) {
+			pl = &pauseLoser{guardedRuns: c.Runs.(guardedRuns)}
+			c.Runs = pl
+		})
+		run := runningRun(t, rs)
+		r, m := f.do(t, decidedPost(pausePath(run.ID), "queued pause own", `{"drainPolicy":"immediate"}`, 1))
+		id := staleRefusal(t, r, m, run.ID, 1, 2, "pending", "running")
+		pl.mu.Lock()
+		pl.lose = true
+		pl.mu.Unlock()
+		if st, _, body := post(t, f, "resubmission", resubmitReq(id, "resubmit pause own")); st < 500 {
+			t.Fatalf("the resubmission whose pause's answer was lost: %d %s", st, body)
+		}
+		landed, err := rs.Get(context.Background(), run.ID)
+		if err != nil || landed.Status != runs.StatusPaused || landed.Version != 3 {
+			t.Fatalf("the run after the lost answer: %s at %d %v", landed.Status, landed.Version, err)
+		}
+		st, m2, body := post(t, f, "resubmission", resubmitReq(id, "resubmit pause own"))
+		if st != http.StatusAccepted || m2["status"] != "paused" || m2["runId"] != run.ID {
+			t.Fatalf("the retried resubmission after its own pause landed: %d %s, want 202 paused", st, body)
+		}
+		if got, _ := rs.Get(context.Background(), run.ID); got.Version != 3 || got.Status != runs.StatusPaused {
+			t.Fatalf("the retry wrote again: %s at %d", got.Status, got.Version)
+		}
+		if s := entryState(t, f, id, "discard after pause own"); s != "resubmitted" {
+			t.Fatalf("the entry is %s, want resubmitted", s)
+		}
+	})
+}
+
+// unguarded is a run store that pauses runs but takes no guard (it is
+// not a runs.GuardedPauseStore).
+type unguarded struct {
+	runs.RunStore
+	ps runs.PauseStore
+}
+
+func (u unguarded) Pause(ctx context.Context, id string, p runs.Pause, now time.Time) (runs.Run, error) {
+	return u.ps.Pause(ctx, id, p, now)
+}
+
+func (u unguarded) Unpause(ctx context.Context, id, by, reason string, now time.Time) (runs.Run, error) {
+	return u.ps.Unpause(ctx, id, by, reason, now)
+}
+
+// TestDecidedPauseOnAStoreWithoutGuards: behind a run store that pauses
+// runs but takes no guard, a decided pause or resume is still checked, on
+// a read of the run before its write (as a cancel is): a stale one is
+// refused 409 and kept in the inbox, one whose run did not change in its
+// inputs runs, and the retry of one that applied finds its own write.
+func TestDecidedPauseOnAStoreWithoutGuards(t *testing.T) {
+	mem := runs.NewMemRuns()
+	rs := unguarded{RunStore: mem, ps: mem}
+	clk := clock.NewManual(time.Now())
+	st := &lostCompletion{Store: idemmem.New()}
+	f := hostOf(t, rs, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, nil)
+	run := runningRun(t, rs)
+	r, m := f.do(t, decidedPost(pausePath(run.ID), "k-unguarded-stale-0123456789abcdef", "", 1))
+	staleRefusal(t, r, m, run.ID, 1, 2, "pending", "running")
+	// The refusal's completion was the one lost: its key's retry re-runs
+	// the check, refused again.
+	clk.Advance(idem.DefaultLease + time.Second)
+	r, m = f.do(t, decidedPost(pausePath(run.ID), "k-unguarded-stale-0123456789abcdef", "", 1))
+	staleRefusal(t, r, m, run.ID, 1, 2, "pending", "running")
+	p, pm := f.do(t, decidedPost(pausePath(run.ID), "k-unguarded-pause-0123456789abcdef", "", 2))
+	if p.StatusCode != http.StatusAccepted || pm["status"] != "paused" {
+		t.Fatalf("a pause decided against the current version: %d %s", p.StatusCode, p.Body)
+	}
+	res, rm := f.do(t, decidedPost(resumePath(run.ID), "k-unguarded-resume-0123456789abcd", "", 1))
+	if res.StatusCode != http.StatusConflict || rm["error"] != decided.CodeStale {
+		t.Fatalf("a resume decided before the pause: %d %s", res.StatusCode, res.Body)
+	}
+	if got, _ := rs.Get(context.Background(), run.ID); got.Status != runs.StatusPaused || got.Version != 3 {
+		t.Fatalf("the run: %s at %d, want paused at 3", got.Status, got.Version)
+	}
+	if n := len(listInbox(t, f)); n != 2 {
+		t.Fatalf("the inbox holds %d entries, want the stale pause and resume", n)
+	}
 }
