@@ -21,7 +21,9 @@ import (
 // later with its Idempotency-Key and the version of the record it decided
 // against (decided.Header). cancelRun runs it only when the
 // run's changes since that version touch none of its declared inputs
-// (cancelInputs); otherwise it answers 409 decided.CodeStale with the
+// (cancelInputs), and so do pauseRun and resumeRun (pauseInputs,
+// resumeInputs, checked in the store's own compare-and-set: pause.go);
+// otherwise each answers 409 decided.CodeStale with the
 // changed fields (old and new values) and the version to decide against
 // now, and keeps the write in the caller's inbox, where it waits to be
 // decided again: GET /inbox lists it, POST /inbox/{id}/resubmit runs it
@@ -346,7 +348,8 @@ func lostDecision(e inbox.Entry) events.APIGatewayV2HTTPResponse {
 // resubmitInboxEntry serves POST /inbox/{id}/resubmit under its own key:
 // the waiting write runs again, decided against the request's
 // Idempotency-Decided-Version or, without one, the version its refusal
-// named, with the reason the refused cancel gave (kept on the entry). The
+// named, with the reason the refused write gave (kept on the entry; and a
+// pause with its drain policy): a cancel, a pause or a resume. The
 // resubmission first takes the entry (compare-and-set: waiting
 // to resubmitting); when the check passes the write runs (its own answer is
 // the response) and the entry leaves the inbox (resubmitted); when the
