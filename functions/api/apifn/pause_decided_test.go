@@ -427,3 +427,64 @@ func TestDecidedPauseOnAStoreWithoutGuards(t *testing.T) {
 		t.Fatalf("the inbox holds %d entries, want the stale pause and resume", n)
 	}
 }
+
+// TestDecidedPauseRacesAnotherPauseAndResume: a pause decided against the
+// run's current version races another caller's pause and resume through
+// the api, each under its own key. Whichever lands first, the decided
+// pause is applied only as the run's first change after its version (its
+// run.paused, carrying its reason, is the run's first), and is otherwise
+// refused 409 idemkit.stale_decision, never applied after the other
+// caller's change it did not see.
+func TestDecidedPauseRacesAnotherPauseAndResume(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs := inboxHost(t, e, nil)
+		for round := range 4 {
+			run := runningRun(t, rs)
+			var decidedResp events.APIGatewayV2HTTPResponse
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				decidedResp, _ = f.h.Handle(context.Background(), decidedPost(pausePath(run.ID), "decided race "+strconv.Itoa(round), `{"reason":"decided"}`, run.Version))
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				_, _ = f.h.Handle(context.Background(), decidedPost(pausePath(run.ID), "other pause "+strconv.Itoa(round), `{"reason":"other"}`, 0))
+				_, _ = f.h.Handle(context.Background(), decidedPost(resumePath(run.ID), "other resume "+strconv.Itoa(round), "", 0))
+			}()
+			close(start)
+			wg.Wait()
+			got, err := rs.Get(context.Background(), run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first map[string]any
+			for _, ev := range got.Log {
+				if ev.Type == runs.EventRunPaused {
+					_ = json.Unmarshal(ev.Payload, &first)
+					break
+				}
+			}
+			if got.PausePending != nil && first == nil {
+				_ = json.Unmarshal(got.PausePending.Payload, &first)
+			}
+			var m map[string]any
+			_ = json.Unmarshal([]byte(decidedResp.Body), &m)
+			switch {
+			case decidedResp.StatusCode == http.StatusAccepted:
+				if first["reason"] != "decided" {
+					t.Fatalf("round %d: the decided pause answered 202 but the run's first pause is %v", round, first)
+				}
+			case decidedResp.StatusCode == http.StatusConflict && m["error"] == decided.CodeStale:
+				if first["reason"] != "other" {
+					t.Fatalf("round %d: the decided pause was refused stale but the run's first pause is %v", round, first)
+				}
+			default:
+				t.Fatalf("round %d: the decided pause: %d %s", round, decidedResp.StatusCode, decidedResp.Body)
+			}
+		}
+	})
+}
