@@ -144,7 +144,8 @@ func (e *StaleError) apiError() *apierr.Error {
 // Guarantee: Check reads the history once; a write that passed it must
 // still make its own store write conditional on the inputs it read (the
 // check and the write are two round trips), as the reference host's cancel
-// does by moving the run only from the status it checked.
+// does by cancelling the run only at the version it checked, and its pause
+// and resume by checking inside their own compare-and-set.
 type Checker struct {
 	// History looks up the record's changes. Required.
 	History History

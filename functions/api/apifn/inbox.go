@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -144,6 +145,9 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 		if resp, stale, done, err := h.checkDecided(ctx, r, caller, reason, d, rs); done || err != nil {
 			return resp, stale, err
 		}
+		if ca, ok := h.cfg.Runs.(runs.VersionCanceller); ok && !r.Status.Terminal() {
+			return h.cancelAt(ctx, ca, r, tenant, caller, reason, by, d, rs)
+		}
 		// Nothing the cancel decides on changed: move the run only from the
 		// status the approver saw (its status now).
 		from = []runs.Status{r.Status}
@@ -179,6 +183,46 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 		return events.APIGatewayV2HTTPResponse{}, false, err
 	}
 	return cancelled(runID)
+}
+
+// cancelTries bounds the versioned cancels of one decided cancel: each
+// one refused because the run moved (in no input of the cancel) between
+// its check and its write checks the run again.
+const cancelTries = 8
+
+// cancelAt is a decided cancel's write on a store that cancels at a
+// version (runs.VersionCanceller): the run r passed the check, and is
+// cancelled only while still at r's version, so a change between the
+// check and the write (a pause and a resume by others leaving the status
+// as read included) is never cancelled over: the run as it is now is
+// checked again (a stale decision is refused and kept, a change of no
+// input cancels at the new version), at most cancelTries times.
+func (h *Handler) cancelAt(ctx context.Context, ca runs.VersionCanceller, r runs.Run, tenant, caller, reason, by string, d decision, rs resubmission) (events.APIGatewayV2HTTPResponse, bool, error) {
+	runID := r.ID
+	for range cancelTries {
+		cur, err := ca.CancelAt(ctx, runID, r.Version, by, reason, h.clock.Now())
+		switch {
+		case err == nil:
+			return cancelled(runID)
+		case errors.Is(err, runs.ErrRunNotFound):
+			return notFound(), false, nil
+		case !errors.Is(err, runs.ErrStatusConflict):
+			return events.APIGatewayV2HTTPResponse{}, false, err
+		case cur.Tenant != tenant:
+			return notFound(), false, nil
+		case cancelledBy(cur, by):
+			// This request's earlier attempt cancelled it.
+			return cancelled(runID)
+		}
+		if resp, stale, done, err := h.checkDecided(ctx, cur, caller, reason, d, rs); done || err != nil {
+			return resp, stale, err
+		}
+		if cur.Status.Terminal() {
+			return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", cur.Status)), false, nil
+		}
+		r = cur
+	}
+	return events.APIGatewayV2HTTPResponse{}, false, fmt.Errorf("api: cancel run: the run moved on each of %d tries", cancelTries)
 }
 
 // cancelled is cancel's 200 {runId, status: cancelled}.

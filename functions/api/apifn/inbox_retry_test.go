@@ -64,6 +64,30 @@ func (s *cancelSpy) Cancel(ctx context.Context, id string, from []runs.Status, b
 	return r, nil
 }
 
+// CancelAt is Cancel's spy for a cancel conditional on the run's version
+// (runs.VersionCanceller, which the spied store implements).
+func (s *cancelSpy) CancelAt(ctx context.Context, id string, v int64, by, reason string, now time.Time) (runs.Run, error) {
+	who, _ := ctx.Value(whoKey{}).(string)
+	s.mu.Lock()
+	before := s.before
+	s.mu.Unlock()
+	if before != nil {
+		before(who)
+	}
+	r, err := s.RunStore.(runs.VersionCanceller).CancelAt(ctx, id, v, by, reason, now)
+	if err != nil {
+		return r, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.landed[who] = by
+	if s.lose {
+		s.lose = false
+		return runs.Run{}, errLost
+	}
+	return r, nil
+}
+
 func (s *cancelSpy) reset() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -488,3 +488,53 @@ func TestDecidedPauseRacesAnotherPauseAndResume(t *testing.T) {
 		}
 	})
 }
+
+// TestDecidedCancelRefusedWhenTheRunMovedBeforeItsWrite: another request
+// pauses and resumes the run between a decided cancel's check and its
+// write, leaving the status as the cancel read it: the cancel is refused
+// 409 idemkit.stale_decision (the status changed since its version), not
+// applied; a change of no input between the check and the write (a
+// transient failure noted) is checked again and the cancel runs.
+func TestDecidedCancelRefusedWhenTheRunMovedBeforeItsWrite(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs, _, spy := retryHost(t, e)
+		ctx := context.Background()
+		ps := rs.(runs.PauseStore)
+		run := runningRun(t, rs)
+		var once sync.Once
+		spy.mu.Lock()
+		spy.before = func(string) {
+			once.Do(func() {
+				if _, err := ps.Pause(ctx, run.ID, runs.Pause{By: "other"}, time.Now()); err != nil {
+					t.Error(err)
+				}
+				if _, err := ps.Unpause(ctx, run.ID, "other", "", time.Now()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		spy.mu.Unlock()
+		r, m := f.do(t, decidedCancel(run.ID, 2, "queued cancel moved"))
+		staleRefusal(t, r, m, run.ID, 2, 4, "running", "running")
+		if got, _ := rs.Get(ctx, run.ID); got.Status != runs.StatusRunning || got.Version != 4 {
+			t.Fatalf("the refused cancel moved the run: %s at %d", got.Status, got.Version)
+		}
+		other := runningRun(t, rs)
+		var once2 sync.Once
+		spy.mu.Lock()
+		spy.before = func(string) {
+			once2.Do(func() {
+				if _, err := rs.NoteFailure(ctx, other.ID, "transient", time.Now()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		spy.mu.Unlock()
+		if r, m := f.do(t, decidedCancel(other.ID, 2, "queued cancel noted")); r.StatusCode != 200 || m["status"] != "cancelled" {
+			t.Fatalf("a cancel whose run changed in no input before its write: %d %s", r.StatusCode, r.Body)
+		}
+		if got, _ := rs.Get(ctx, other.ID); got.Status != runs.StatusCancelled || got.Version != 4 {
+			t.Fatalf("the run: %s at %d, want cancelled at 4", got.Status, got.Version)
+		}
+	})
+}

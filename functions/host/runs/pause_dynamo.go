@@ -51,14 +51,9 @@ func asRead(r Run) expression.ConditionBuilder {
 	if r.PausePending != nil {
 		pend = expression.AttributeExists(expression.Name(runAttrPausePend))
 	}
-	ver := expression.Name(runAttrVersion).Equal(expression.Value(r.Version))
-	if r.Version == 0 {
-		// A run stored before versions were kept has none (it reads as 0).
-		ver = expression.AttributeNotExists(expression.Name(runAttrVersion)).Or(ver)
-	}
 	return expression.AttributeExists(expression.Name(runAttrPK)).
 		And(expression.Name(runAttrStatus).Equal(expression.Value(string(r.Status)))).
-		And(ver).And(epochIs(r.Epoch)).And(at).And(pend)
+		And(versionIs(r.Version)).And(epochIs(r.Epoch)).And(at).And(pend)
 }
 
 // appendTo is the update appending evs to the run's log.

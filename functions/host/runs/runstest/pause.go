@@ -706,3 +706,48 @@ func pauseGuardedRace(t *testing.T, e *env) {
 		}
 	}
 }
+
+// cancelAt: a cancel conditional on the run's version (VersionCanceller)
+// cancels a pending, running or paused run still at that version, with its
+// by and reason; it is refused (ErrStatusConflict, the run as it is,
+// nothing written) once the version moved on, also when a pause and a
+// resume left the status as it was read, and for an ended run; no run is
+// ErrRunNotFound. Its write's lost answer is answered consistently: the
+// run cancelled by it.
+func cancelAt(t *testing.T, e *env) {
+	ca, ok := e.st.(runs.VersionCanceller)
+	if !ok {
+		t.Skip("the store takes no versioned cancel (not a runs.VersionCanceller)")
+	}
+	if _, err := ca.CancelAt(e.ctx, runs.NewRunID("acme"), 1, "c0", "", e.now); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("versioned cancel of no run: %v", err)
+	}
+	r := e.running(t, 0)
+	v := r.Version
+	e.pauseWith(t, r.ID, runs.Pause{By: "p1"}, time.Second)
+	if _, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := ca.CancelAt(e.ctx, r.ID, v, "c1", "stale", e.at(3*time.Second))
+	if !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusRunning || cur.Version != v+2 {
+		t.Fatalf("versioned cancel after a pause and a resume: %s at %d %v, want refused, the run running at %d", cur.Status, cur.Version, err, v+2)
+	}
+	if got := e.get(t, r.ID); got.Status != runs.StatusRunning || got.Version != v+2 || got.CancelledBy != "" {
+		t.Fatalf("the refused cancel wrote the run: %+v", got)
+	}
+	e.lose("UpdateItem")
+	got, err := ca.CancelAt(e.ctx, r.ID, v+2, "c2", "now", e.at(4*time.Second))
+	if err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("versioned cancel at the current version: %v", err)
+	}
+	if got = e.get(t, r.ID); got.Status != runs.StatusCancelled || got.CancelledBy != "c2" || got.CancelReason != "now" || got.Version != v+3 {
+		t.Fatalf("versioned cancel at the current version: %s by %q (%q) at %d, want cancelled by c2 at %d", got.Status, got.CancelledBy, got.CancelReason, got.Version, v+3)
+	}
+	if cur, err := ca.CancelAt(e.ctx, r.ID, got.Version, "c3", "", e.at(5*time.Second)); !errors.Is(err, runs.ErrStatusConflict) || cur.CancelledBy != "c2" {
+		t.Fatalf("versioned cancel of a cancelled run: %s by %q %v", cur.Status, cur.CancelledBy, err)
+	}
+	p := e.pauseWith(t, e.running(t, 0).ID, runs.Pause{By: "p"}, time.Second)
+	if c, err := ca.CancelAt(e.ctx, p.ID, p.Version, "c4", "", e.at(2*time.Second)); err != nil || c.Status != runs.StatusCancelled {
+		t.Fatalf("versioned cancel of a paused run: %s %v", c.Status, err)
+	}
+}

@@ -334,5 +334,6 @@ var cases = []testCase{
 	{"Pause/StaleDrainLostAnswer", pauseStaleDrainLostAnswer},
 	{"Pause/Guarded", pauseGuarded},
 	{"Pause/GuardedRace", pauseGuardedRace},
+	{"Cancel/AtVersion", cancelAt},
 	{roundTripsCase, roundTrips},
 }
