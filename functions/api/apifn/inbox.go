@@ -116,8 +116,9 @@ type resubmission struct{ id, by string }
 // cancel moves the tenant's pending or running run to cancelled, recording
 // reason (the request's, "" for none) on it; a run that already ended (completed, failed or cancelled) is 409 run_terminal.
 // With a decided version, it first checks the run's changes since then
-// against cancelInputs and moves the run only from the status it checked;
-// a stale decision is kept in the inbox (as rs.id, handed back by rs.by; a
+// against cancelInputs and moves the run only at the version it checked
+// (cancelAt; from the status it checked on a store that is not a
+// runs.VersionCanceller); a stale decision is kept in the inbox (as rs.id, handed back by rs.by; a
 // new id under the request's claim when rs.id is "") and answered 409 with
 // the fix, stale true.
 func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
