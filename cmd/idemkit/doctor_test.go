@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/tables"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // TestDoctorFindsRenamedTableMissingTTLAndStream: on DynamoDB Local and
@@ -80,6 +81,19 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 			if l := strings.ReplaceAll(line, "region eu-west-1", "region "+e.Region); !strings.Contains(printed, l+"\n") {
 				t.Errorf("docs/DEPLOYING.md's doctor sample shows %q; doctor printed:\n%s", line, printed)
 			}
+		}
+		// And the sample is what one run prints, in its order: the
+		// idempotency table without TTL and stream, the effects table
+		// missing, both named as the sample's command names them
+		// (RED_TEAM 460: the sample listed the idempotency table first,
+		// which no run of doctor does).
+		code, s = doctor("--only", "idempotency,effects",
+			"--table", "IdempotencyTable="+prefix+"IdempotencyTable-plain", "--table", "EffectsTable="+prefix+"orders-effects")
+		shown := testutil.ShownOutput(t, filepath.Join(dynamotest.RepoRoot(), "docs", "DEPLOYING.md"), "TestDoctorFindsRenamedTableMissingTTLAndStream/sample")
+		shown = strings.NewReplacer("orders-idempotency", prefix+"IdempotencyTable-plain", "orders-effects", prefix+"orders-effects",
+			"region eu-west-1", "region "+e.Region).Replace(shown)
+		if err := testutil.MatchShown(shown, s); code != 1 || err != nil {
+			t.Errorf("docs/DEPLOYING.md's doctor sample against one run: exit %d, %v", code, err)
 		}
 
 		// A table deployed from the snippet docs/DEPLOYING.md shows (no
@@ -184,13 +198,8 @@ func TestDoctorWithNothingToCheckIsAUsageError(t *testing.T) {
 // sample `idemkit doctor` output docs/DEPLOYING.md shows.
 func deployDocDoctorLines(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dynamotest.RepoRoot(), "docs", "DEPLOYING.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(b), "## Check the deployed tables: `idemkit doctor`")
-	_, block, ok := strings.Cut(section, "```text\n")
-	block, _, _ = strings.Cut(block, "```")
+	block := testutil.ShownOutput(t, filepath.Join(dynamotest.RepoRoot(), "docs", "DEPLOYING.md"), "TestDoctorFindsRenamedTableMissingTTLAndStream/sample")
+	ok := true
 	var lines []string
 	for _, l := range strings.Split(block, "\n") {
 		if strings.HasPrefix(l, "  - ") {
