@@ -178,7 +178,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !tablePrefixOK(*prefix) {
 		return usageError(fs, stderr, "--table-prefix %q: %s", *prefix, tablePrefixRule)
 	}
-	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
+	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, NoTablePrefix: *prefix == "", Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
 	if *seams {
 		switch os.Getenv(envSupervised) {

@@ -39,6 +39,10 @@ type Options struct {
 	// TablePrefix names the tables: prefix + logical ID (default
 	// "idemkit-", the same as `idemkit tables create`).
 	TablePrefix string
+	// NoTablePrefix names each table by its logical ID alone (`idemkit dev
+	// --table-prefix ''`, as `idemkit tables create --prefix ''` names
+	// them), in place of TablePrefix's default. It excludes TablePrefix.
+	NoTablePrefix bool
 	// Settings are values of the settings table's variables by name
 	// (settings.Settings; --policy sets IDEMPOTENCY_POLICY), over Getenv.
 	// Default none.
@@ -113,7 +117,10 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Addr == "" {
 		o.Addr = DefaultAddr
 	}
-	if o.TablePrefix == "" {
+	if o.NoTablePrefix && o.TablePrefix != "" {
+		l.Addf("Options.NoTablePrefix and Options.TablePrefix exclude each other")
+	}
+	if o.TablePrefix == "" && !o.NoTablePrefix {
 		o.TablePrefix = tables.DefaultPrefix
 	}
 	if o.RequestTimeout == 0 {
