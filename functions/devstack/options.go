@@ -40,7 +40,7 @@ type Options struct {
 	// "idemkit-", the same as `idemkit tables create`).
 	TablePrefix string
 	// NoTablePrefix names each table by its logical ID alone (`idemkit dev
-	// --table-prefix ''`, as `idemkit tables create --prefix ''` names
+	// --table-prefix ""`, as `idemkit tables create --prefix ""` names
 	// them), in place of TablePrefix's default. It excludes TablePrefix.
 	NoTablePrefix bool
 	// Settings are values of the settings table's variables by name
