@@ -64,7 +64,9 @@ It reads the configuration variables the functions read
 WEBHOOK_ALLOW_PRIVATE, ...); --policy, --allow-loopback-webhooks and
 --idempotency-wait (IDEMPOTENCY_WAIT_MS) override theirs, and the tables and
 endpoint are always the ones dev uses.
-DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
+DYNAMODB_ENDPOINT, when set and --emulator is not given, stands for
+--dynamodb-endpoint (with --emulator dev starts its engine and says the
+variable is not used). Dev's own
 defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5, RUN_STALE_SECONDS=60.
 The stream pollers retry a failing record with backoff for
 STREAM_RETRY_SECONDS (default 900) before dropping it, and never move their

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 
+	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
@@ -37,6 +38,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 		if engine == "" {
 			engine = emulator.DefaultDevKind()
 		}
+		noteEndpointVarUnused(o, logger)
 		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
 		if err != nil {
 			return nil, err
@@ -116,6 +118,19 @@ func devToolsDir(getenv func(string) string) string {
 	return ""
 }
 
+// noteEndpointVarUnused logs that DYNAMODB_ENDPOINT, which stands for
+// Options.Endpoint when neither Endpoint nor Engine is given, is not used:
+// an Engine given (`idemkit dev --emulator`) starts an engine of its own
+// whatever the variable says.
+func noteEndpointVarUnused(o Options, logger *slog.Logger) {
+	if o.Engine == "" || o.Getenv == nil {
+		return
+	}
+	if v := strings.TrimSpace(o.Getenv(hostsettings.EnvDynamoDBEndpoint)); v != "" {
+		logger.Info("dev: "+hostsettings.EnvDynamoDBEndpoint+" is not used: --emulator starts an engine of its own", slog.String("engine", o.Engine), slog.String("endpoint", v))
+	}
+}
+
 // StartEngine starts the DynamoDB engine o names (Options.Engine, default
 // as Start chooses) on its own, for a process that runs one stack after
 // another on it: the restart supervisor of `idemkit dev
@@ -125,6 +140,9 @@ func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), 
 	engine := o.Engine
 	if engine == "" {
 		engine = emulator.DefaultDevKind()
+	}
+	if o.Logger != nil {
+		noteEndpointVarUnused(o, o.Logger)
 	}
 	m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
 	if err != nil {
