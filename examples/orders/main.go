@@ -67,7 +67,7 @@ func newGuard(ctx context.Context) (*idem.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := idemenv.Load(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
+	env, err := idemenv.Load(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _POLICY, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS, _WAIT_MS, _STORE_TIMEOUT_MS, _DERIVED_KEYS, _KEY_HASH_SECRET
 	if err != nil {
 		return nil, err
 	}
