@@ -32,7 +32,8 @@ turn (a loaded machine), and says which try gave its verdict.
 
 profiles:
   openwop   the OpenWOP default policy (default); a second --api-key (another
-            tenant) enables tenant-isolation
+            tenant) enables tenant-isolation (the other profiles do not use
+            one, and say so on stderr)
   commerce  the commerce policy: any key of up to 255 characters, never split at
             a comma; the key binds the operation and the input (409
             idempotency-mismatch, on --other-route too); Idempotent-Replayed;
@@ -151,6 +152,11 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(fs, stderr, "--api-key KEY is required (the API's bearer key; 'idemkit dev' prints two)")
 	}
 
+	if len(cfg.APIKeys) > 1 && cfg.Profile != conform.ProfileOpenWOP {
+		// Only the openwop profile checks a second tenant (tenant-isolation);
+		// these profiles' scope scenarios take --scope-key.
+		fmt.Fprintf(stderr, "idemkit conform: the %s profile checks one tenant: the second --api-key is not used (its scope scenarios take --scope-key PART=KEY)\n", cfg.Profile)
+	}
 	results, err := conform.Run(ctx, cfg)
 	if errors.Is(err, conform.ErrUnreachable) {
 		// Every scenario would fail on the same dial error: said once.

@@ -66,3 +66,29 @@ func TestConformNoPolicyNoteWhenItMatches(t *testing.T) {
 		}
 	}
 }
+
+// The commerce and ERP profiles check one tenant (their scope scenarios
+// take --scope-key PART=KEY): a second --api-key given to them is not
+// used, and conform says so on stderr, naming --scope-key, instead of
+// silently skipping what the user may think the key enables (RED_TEAM 385).
+// The openwop profile uses it (tenant-isolation) and says nothing.
+func TestConformSaysASecondKeyIsUnused(t *testing.T) {
+	for _, profile := range []string{conformtest.Commerce, conformtest.ERP} {
+		srv := conformtest.HTTPTest(conformtest.New(profile, conformtest.Breaks{}))
+		defer srv.Close()
+		scope, _ := conformProfileFlags(profile)
+		args := append([]string{"--profile", profile, "--api-key", conformtest.APIKey1, "--api-key", conformtest.APIKey2}, conformFastFlags...)
+		code, out, errOut := conformAt(t, append(append(args, scope...), srv.URL)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", profile, code, out, errOut)
+		}
+		for _, want := range []string{"second --api-key", "not used", "--scope-key"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", profile, want, errOut)
+			}
+		}
+		if strings.Contains(errOut, conformtest.APIKey2) {
+			t.Errorf("%s: stderr shows the key itself:\n%s", profile, errOut)
+		}
+	}
+}
