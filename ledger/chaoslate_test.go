@@ -287,48 +287,5 @@ func lateEffect(t *testing.T, seed int64, fenced, heartbeat bool, st *chaosStats
 	if err != nil || rec == nil {
 		t.Fatalf("seed %d: record %v, %v", seed, rec, err)
 	}
-	rows := map[int]ledger.Attempt{}
-	for _, a := range rec.Attempts {
-		rows[a.N] = a
-	}
-	fail := func(format string, args ...any) {
-		t.Errorf("seed %d (fenced %v): %s\nsends %+v\nattempts %+v", append([]any{seed, fenced, fmt.Sprintf(format, args...)}, sends, rec.Attempts)...)
-	}
-	var reached []chaosSend
-	called := map[int]bool{}
-	for _, s := range sends {
-		if called[s.attempt] {
-			fail("attempt %d called its effect function twice", s.attempt)
-		}
-		called[s.attempt] = true
-		if s.kind == "not-sent" {
-			continue
-		}
-		reached = append(reached, s)
-		a, ok := rows[s.attempt]
-		switch {
-		case !ok || !a.Fired:
-			fail("attempt %d reached the provider (%s) and is recorded %+v (present %v), not fired", s.attempt, s.kind, a, ok)
-		case a.State == ledger.AttemptReleased:
-			fail("attempt %d reached the provider (%s) and is recorded released", s.attempt, s.kind)
-		}
-		for _, b := range rec.Attempts {
-			if b.N < s.attempt && b.State == ledger.AttemptCompleted {
-				fail("attempt %d reached the provider after attempt %d was recorded completed", s.attempt, b.N)
-			}
-		}
-	}
-	for i, s := range reached {
-		if i > 0 && rows[reached[i-1].attempt].State != ledger.AttemptEscaped {
-			fail("attempt %d reached the provider after attempt %d, recorded %s, not escaped", s.attempt, reached[i-1].attempt, rows[reached[i-1].attempt].State)
-		}
-	}
-	if fenced && len(reached) > 1+reopens {
-		fail("a fenced effect reached the provider %d times with %d not-delivered reopens", len(reached), reopens)
-	}
-	st.sends += len(reached)
-	if len(reached) > 1 {
-		st.resent++
-	}
-	st.reopens += reopens
+	checkChaosSends(t, fmt.Sprintf("seed %d (fenced %v)", seed, fenced), fenced, sends, rec, reopens, st)
 }
