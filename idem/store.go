@@ -310,6 +310,8 @@ type Store interface {
 	// record returns found == false. The record returned is the caller's,
 	// as Claim's; a final one whose response is no longer held whole is
 	// an error matching ErrNotKept, as for Claim, beside which a store may
-	// return the record without its response (found).
+	// return the record without its response (found); so too beside any
+	// other error reading the response of a record it did read (found
+	// is then true only for a record read).
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
 }

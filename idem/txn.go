@@ -1090,14 +1090,17 @@ func (t *txn) completionWritten(ctx context.Context, rec Record, state State, no
 // completion, read once (Store.Get, detached from the client's
 // cancellation, bounded by limit when it is set): final in state under
 // this claim's owner token, which only this claim's completion writes. A
-// read that fails, or finds anything else, reports false. It runs on the
-// error paths after a completion that failed only.
+// read that fails, or finds anything else, reports false; a record read
+// whose response could not be (its chunk items throttled, say: Store.Get
+// returns it found, beside the error) still says whose completion it
+// holds, and this caller has the response in hand. It runs on the error
+// paths after a completion that failed only.
 func (t *txn) ownCompletion(ctx context.Context, state State, limit time.Time) bool {
 	g := t.g
 	gctx := g.storeCtx(t.callSlot(), ctx, true, limit)
-	cur, found, err := g.cfg.Store.Get(gctx, t.id, g.clock.Now())
+	cur, found, _ := g.cfg.Store.Get(gctx, t.id, g.clock.Now())
 	gctx.release()
-	return err == nil && found && cur.Owner == t.owner && cur.State == state
+	return found && cur.Owner == t.owner && cur.State == state
 }
 
 // answer is the answer to the request whose handler answered resp, with

@@ -93,8 +93,8 @@ func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem
 }
 
 // dropChunks deletes the chunk items of a completion that was not applied
-// (best effort: they also expire with the record's retention, referenced
-// by nothing). The deletes run without ctx's cancellation but within its
+// (best effort: one left, referenced by nothing, ends with the record's
+// retention, which under a retention of forever is never). The deletes run without ctx's cancellation but within its
 // deadline, if it has one, or dropGrace from now when that is later (the
 // chunk writes were cut by it): a store that stalls never holds the call
 // much past the bound its caller set (idem.Config.StoreTimeout). A call

@@ -607,11 +607,15 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 }
 
 // Get implements idem.Store: one strongly consistent GetItem (plus one
-// BatchGetItem for a chunked response). A final record whose response is
-// no longer held whole is returned without it, found, beside the error
-// matching idem.ErrNotKept, as Claim returns it: a caller can judge it by
-// its record (kit's reconciled-records store tells chunks still
-// replicating from chunks lost by the record's completion time).
+// BatchGetItem for a chunked response). A final record whose response
+// cannot be read is returned without it, found, beside the error: one
+// matching idem.ErrNotKept when the response is no longer held whole, as
+// Claim returns it, so a caller can judge it by its record (kit's
+// reconciled-records store tells chunks still replicating from chunks
+// lost by the record's completion time); the chunk read's own error (an
+// outage, a corruption) otherwise, so that a caller needing the record
+// alone (the Guard's read back of a completion whose every answer was
+// lost: its owner and state) has it.
 func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
 	if !keyspace.IsCaller(id) {
 		return idem.Record{}, false, nil
@@ -621,13 +625,10 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 		return idem.Record{}, false, err
 	}
 	rec, err := s.withResponse(ctx, st)
-	if errors.Is(err, idem.ErrNotKept) {
+	if err != nil {
 		rec = st.rec
 		rec.Response = nil
 		return rec, true, err
-	}
-	if err != nil {
-		return idem.Record{}, false, err
 	}
 	return rec, true, nil
 }
