@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -43,6 +46,14 @@ import (
 // tenant comes from Config.HTTPTenant (Middleware panics without one, unless
 // Config.Tenant is SingleTenant). Requests under idempotency have their
 // response buffered (to cache it); all others stream straight through.
+// A buffered handler's flushes send nothing early (the answer goes out
+// whole when it returns), the read and write deadlines it sets through
+// http.ResponseController are the connection's, and it cannot hijack the
+// connection; an answer whose body disagrees with the Content-Length it
+// declares (a copy that broke off), which net/http would cut short, is
+// one the Guard cannot read, recorded as not kept, never kept cut short.
+// A body over the bound of an http.MaxBytesReader in front of the Guard
+// is 413 payload_too_large, as one over MaxRequestBytes.
 // Inside a Lambda invocation (behind aws-lambda-go-api-proxy) an answer
 // whose payload Lambda could not return is answered once and recorded as
 // not kept; behind a function URL in response streaming mode, served
@@ -135,7 +146,7 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			in.lambdaShape = shapeProxy
 		}
 		var aborted atomic.Bool
-		resp := g.serve(r.Context(), in, recorded(next, r, in, &aborted))
+		resp := g.serve(r.Context(), in, recorded(next, w, r, in, &aborted))
 		if aborted.Load() {
 			// The handler aborted its response (http.ErrAbortHandler): the
 			// Guard released the record as for any panic, and the response
@@ -167,11 +178,15 @@ func (g *Guard) buffers(w http.ResponseWriter, r *http.Request, routed string) b
 }
 
 // recorded runs next for r, with in's body as its body, and returns the
-// response it wrote. A panic with http.ErrAbortHandler sets aborted before
-// it goes on (the Guard recovers it as any handler panic). Inside a Lambda
-// invocation (behind aws-lambda-go-api-proxy, shapeProxy) a response too
-// large for Lambda to return is marked not kept (markOverProxy).
-func recorded(next http.Handler, r *http.Request, in *request, aborted *atomic.Bool) handlerFunc {
+// response it wrote; w is the writer the answer goes out on (the
+// connection's deadlines are set through it: recorder). A panic with
+// http.ErrAbortHandler sets aborted before it goes on (the Guard recovers
+// it as any handler panic). A body that disagrees with the Content-Length
+// the handler declared is an answer the Guard cannot read (bodyLengthOff).
+// Inside a Lambda invocation (behind aws-lambda-go-api-proxy, shapeProxy)
+// a response too large for Lambda to return is marked not kept
+// (markOverProxy).
+func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *request, aborted *atomic.Bool) handlerFunc {
 	body := in.body
 	return func(ctx context.Context) (*Response, error) {
 		defer func() {
@@ -182,7 +197,7 @@ func recorded(next http.Handler, r *http.Request, in *request, aborted *atomic.B
 				panic(p)
 			}
 		}()
-		rec := &recorder{header: make(http.Header)}
+		rec := &recorder{header: make(http.Header), w: w}
 		r2 := r.WithContext(ctx)
 		if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 {
 			// Only codings the Guard reads are offered to the handler
@@ -203,6 +218,13 @@ func recorded(next http.Handler, r *http.Request, in *request, aborted *atomic.B
 			rec.status = http.StatusOK
 		}
 		resp := &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}
+		if declared, off := bodyLengthOff(resp); off {
+			// A copy that broke off (or ran over): net/http would cut
+			// the connection, its client seeing the body end early; the
+			// bytes written are not the answer, and are never kept as it
+			// (RED_TEAM 520).
+			return nil, unreadable(resp, fmt.Errorf("%w: a body of %d bytes under Content-Length %d", errBodyLength, len(resp.Body), declared))
+		}
 		if in.lambdaShape == shapeProxy {
 			markOverProxy(in, resp)
 		}
@@ -304,13 +326,17 @@ func netHostHeader(r *http.Request) func(name string) []string {
 
 // readBody reads r's body into in, up to MaxRequestBytes: a body that
 // cannot be read is 400 validation_error, a larger one 413
-// payload_too_large.
+// payload_too_large, as is one over the bound of an http.MaxBytesReader
+// in front of the Guard (RED_TEAM 523).
 func readBody(r *http.Request, in *request) *apierr.Error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	_ = r.Body.Close()
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", min(tooLarge.Limit, MaxRequestBytes))
+	}
 	if err != nil {
 		return apierr.New(400, apierr.CodeValidation, "The request body could not be read.")
 	}
@@ -353,11 +379,61 @@ func writeResponse(w http.ResponseWriter, resp *Response) {
 	_, _ = w.Write(resp.Body)
 }
 
-// recorder buffers a handler's response.
+// errBodyLength is the error logged for a net/http handler's answer whose
+// body disagrees with the Content-Length it declared.
+var errBodyLength = errors.New("idem: handler's body disagrees with its Content-Length")
+
+// bodyLengthOff reports whether resp, a net/http handler's answer, has a
+// body of another length than the Content-Length the handler declared
+// (declared), as net/http reads it: the first value, a decimal number;
+// another value is dropped by net/http, and ignored here. A status
+// without a body (1xx, 204, 304) is never off.
+func bodyLengthOff(resp *Response) (declared int64, off bool) {
+	vs := resp.Headers["Content-Length"]
+	if len(vs) == 0 || resp.Status < 200 || resp.Status == http.StatusNoContent || resp.Status == http.StatusNotModified {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(vs[0], 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, n != int64(len(resp.Body))
+}
+
+// recorder buffers a handler's response. It flushes nothing (a flush
+// sends nothing early: the answer is buffered whole) and cannot be
+// hijacked; the read and write deadlines it is given through
+// http.ResponseController are the connection's, set on w.
 type recorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	w      http.ResponseWriter
+}
+
+// Flush sends nothing: the answer is buffered, and goes out whole once
+// the handler returns. A handler that flushes as it goes
+// (w.(http.Flusher), http.ResponseController, echo's and gin's Flush)
+// panicked without it, its work done, and ran again on every retry
+// (RED_TEAM 521).
+func (r *recorder) Flush() {
+	if r.status == 0 {
+		r.status = http.StatusOK // a flush commits the status, as net/http's does
+	}
+}
+
+// SetReadDeadline sets the read deadline of the connection the answer
+// goes out on (http.ResponseController), as net/http's writer does.
+func (r *recorder) SetReadDeadline(d time.Time) error {
+	return http.NewResponseController(r.w).SetReadDeadline(d)
+}
+
+// SetWriteDeadline sets the write deadline of the connection the answer
+// goes out on (http.ResponseController), as net/http's writer does: the
+// Guard writes the buffered answer on it once the handler returns
+// (RED_TEAM 522).
+func (r *recorder) SetWriteDeadline(d time.Time) error {
+	return http.NewResponseController(r.w).SetWriteDeadline(d)
 }
 
 func (r *recorder) Header() http.Header { return r.header }

@@ -275,3 +275,33 @@ func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
 	})
 	routertest.OneParamNameAtTwoLevels(t, e, key+"two-levels", &runs)
 }
+
+// TestFlushingHandlerRunsOnce: an echo handler that flushes its answer as
+// it goes (Response.Flush, which panics on a writer that cannot flush)
+// panicked on the Guard's buffered writer, its work done, and every retry
+// ran it again. The Guard's writer flushes nothing early: the answer goes
+// out whole, and a retry is its replay.
+func TestFlushingHandlerRunsOnce(t *testing.T) {
+	var runs atomic.Int32
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	e.POST("/orders/:id", func(c echo.Context) error {
+		runs.Add(1)
+		c.Response().Header().Set("Content-Type", "application/json")
+		c.Response().WriteHeader(201)
+		_, _ = io.WriteString(c.Response(), `{"part":1`)
+		c.Response().Flush()
+		_, _ = io.WriteString(c.Response(), `,"part2":2}`)
+		return nil
+	})
+	for i := range 2 {
+		rec := routertest.Post(e, "/orders/7", key, `{"qty":1}`)
+		if rec.Code != 201 || rec.Body.String() != `{"part":1,"part2":2}` {
+			t.Fatalf("answer %d: %d %q, want 201 and the whole body", i, rec.Code, rec.Body.String())
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}

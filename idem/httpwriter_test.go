@@ -1,0 +1,202 @@
+package idem_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// writerAnswer is what a client read of one answer.
+type writerAnswer struct {
+	status  int
+	header  http.Header
+	trailer http.Header
+	body    string
+}
+
+// writerServer serves h at POST /x behind the Guard's Middleware (on a
+// ServeMux, with outer wrapping the mux when given), counting its runs.
+func writerServer(t *testing.T, h http.HandlerFunc, outer func(http.Handler) http.Handler) (url string, calls *atomic.Int32) {
+	t.Helper()
+	e := newEnv(t, func(c *idem.Config) {
+		c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+	})
+	calls = new(atomic.Int32)
+	mux := http.NewServeMux()
+	mux.Handle("POST /x", e.guard.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		h(w, r)
+	})))
+	var root http.Handler = mux
+	if outer != nil {
+		root = outer(mux)
+	}
+	srv := httptest.NewServer(root)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/x", calls
+}
+
+// writerPost sends POST url with the test key and body, and reads the
+// whole answer (failing on a transport error: a broken answer).
+func writerPost(t *testing.T, url, body string) writerAnswer {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer: %v (read %q)", err, b)
+	}
+	return writerAnswer{resp.StatusCode, resp.Header, resp.Trailer, string(b)}
+}
+
+// TestFlushingHandlerRunsOnce: a handler that flushes its answer as it
+// goes (w.(http.Flusher), as net/http's own writer allows, or
+// http.ResponseController) ran, then panicked on the Guard's writer,
+// which did not flush: its work was done, its record released as for any
+// panic, and every retry ran it again. Under the Guard the answer is
+// buffered whole; a flush sends nothing early and the handler runs once.
+func TestFlushingHandlerRunsOnce(t *testing.T) {
+	for name, flush := range map[string]func(http.ResponseWriter) error{
+		"Flusher": func(w http.ResponseWriter) error { w.(http.Flusher).Flush(); return nil },
+		"ResponseController": func(w http.ResponseWriter) error {
+			return http.NewResponseController(w).Flush()
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			url, calls := writerServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(201)
+				_, _ = io.WriteString(w, `{"part":1`)
+				if err := flush(w); err != nil {
+					_, _ = io.WriteString(w, `,"flush":"`+err.Error()+`"`)
+				}
+				_, _ = io.WriteString(w, `,"part2":2}`)
+			}, nil)
+			first := writerPost(t, url, `{}`)
+			if first.status != 201 || first.body != `{"part":1,"part2":2}` {
+				t.Fatalf("first answer %d %q, want 201 and the whole body", first.status, first.body)
+			}
+			again := writerPost(t, url, `{}`)
+			if again.status != 201 || again.body != first.body || again.header.Get(idem.HeaderOpenWOPReplay) != "true" {
+				t.Fatalf("retry %d %q %v, want the first answer replayed", again.status, again.body, again.header)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Fatalf("the handler ran %d times", n)
+			}
+		})
+	}
+}
+
+// TestResponseControllerDeadlinesReachTheConnection: a handler that
+// extends its write (or read) deadline through http.ResponseController,
+// as one that runs long behind a server's WriteTimeout does, got
+// http.ErrNotSupported from the Guard's writer, though net/http's
+// supports it. The deadlines are set on the connection the Guard answers
+// on.
+func TestResponseControllerDeadlinesReachTheConnection(t *testing.T) {
+	url, calls := writerServer(t, func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Hour)); err != nil {
+			http.Error(w, "write deadline: "+err.Error(), 500)
+			return
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {
+			http.Error(w, "read deadline: "+err.Error(), 500)
+			return
+		}
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}, nil)
+	first := writerPost(t, url, `{}`)
+	if first.status != 201 {
+		t.Fatalf("first answer %d %q, want 201", first.status, first.body)
+	}
+	if again := writerPost(t, url, `{}`); again.status != 201 || again.body != first.body {
+		t.Fatalf("retry %d %q, want the first answer", again.status, again.body)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}
+
+// TestBodyShortOfItsContentLengthIsNotKeptAsComplete: a handler that
+// declares a Content-Length and writes fewer bytes (a copy from another
+// service that broke off) or more gives a broken answer: net/http cuts
+// the connection, and its client sees the body end early. The Guard
+// answered the bytes written, 200 with a Content-Length of their own, and
+// kept them as the complete answer, replayed as such for the retention.
+// The handler ran to its end, its work done: the answer is one the Guard
+// cannot read, recorded as not kept (the caller gets 500 saying it is not
+// run again, a retry 410), never replayed cut short.
+func TestBodyShortOfItsContentLengthIsNotKeptAsComplete(t *testing.T) {
+	for name, body := range map[string]string{"short": `{"a":1}`, "long": `{"a":1,"b":2,"c":3,"d":4}`} {
+		t.Run(name, func(t *testing.T) {
+			url, calls := writerServer(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", "20")
+				_, _ = io.WriteString(w, body)
+			}, nil)
+			first := writerPost(t, url, `{}`)
+			if first.status != 500 || !strings.Contains(first.body, "not run again") {
+				t.Fatalf("first answer %d %q, want 500 saying the request is not run again", first.status, first.body)
+			}
+			again := writerPost(t, url, `{}`)
+			if again.status != 410 || !strings.Contains(again.body, "response_not_kept") {
+				t.Fatalf("retry %d %q, want 410 response_not_kept", again.status, again.body)
+			}
+			if n := calls.Load(); n != 1 {
+				t.Fatalf("the handler ran %d times", n)
+			}
+		})
+	}
+	t.Run("matching", func(t *testing.T) {
+		url, _ := writerServer(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "7")
+			_, _ = io.WriteString(w, `{"a":1}`)
+		}, nil)
+		if first := writerPost(t, url, `{}`); first.status != 200 || first.body != `{"a":1}` {
+			t.Fatalf("first answer %d %q", first.status, first.body)
+		}
+		if again := writerPost(t, url, `{}`); again.status != 200 || again.body != `{"a":1}` {
+			t.Fatalf("retry %d %q", again.status, again.body)
+		}
+	})
+}
+
+// TestMaxBytesReaderInFrontIs413: behind http.MaxBytesReader (the
+// program's own bound on request bodies, below the Guard's), a body over
+// the bound was refused 400 validation_error "could not be read", though
+// nothing was wrong with it but its size.
+func TestMaxBytesReaderInFrontIs413(t *testing.T) {
+	url, calls := writerServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, 16)
+			next.ServeHTTP(w, r)
+		})
+	})
+	got := writerPost(t, url, `{"a":"`+string(bytes.Repeat([]byte("x"), 64))+`"}`)
+	if got.status != 413 || !strings.Contains(got.body, "payload_too_large") {
+		t.Fatalf("answer %d %q, want 413 payload_too_large", got.status, got.body)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+	if ok := writerPost(t, url, `{}`); ok.status != 200 {
+		t.Fatalf("a body within the bound: %d %q", ok.status, ok.body)
+	}
+}
