@@ -49,7 +49,10 @@ import (
 // A buffered handler's flushes send nothing early (the answer goes out
 // whole when it returns), the read and write deadlines it sets through
 // http.ResponseController are the connection's, and it cannot hijack the
-// connection; an answer whose body disagrees with the Content-Length it
+// connection; its trailers (declared in "Trailer", or set under
+// http.TrailerPrefix) go out, and are replayed, after the body, and a
+// header it sets after its status is committed is not sent, as net/http
+// does; an answer whose body disagrees with the Content-Length it
 // declares (a copy that broke off), which net/http would cut short, is
 // one the Guard cannot read, recorded as not kept, never kept cut short.
 // A body over the bound of an http.MaxBytesReader in front of the Guard
@@ -217,7 +220,7 @@ func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *req
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		resp := &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}
+		resp := &Response{Status: rec.status, Headers: rec.answerHeaders(), Body: rec.body.Bytes()}
 		if declared, off := bodyLengthOff(resp); off {
 			// A copy that broke off (or ran over): net/http would cut
 			// the connection, its client seeing the body end early; the
@@ -368,15 +371,39 @@ func httpRequestID(r *http.Request) string {
 
 func writeResponse(w http.ResponseWriter, resp *Response) {
 	h := w.Header()
+	trailers := false
 	for k, vs := range resp.Headers {
 		if k == base64Marker {
 			continue
 		}
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			trailers = true // sent after the body
+			continue
+		}
 		h[k] = vs
 	}
-	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	if !trailers {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	// With trailers, no Content-Length: net/http sends the body chunked
+	// (HTTP/1.1), then the trailers.
 	w.WriteHeader(resp.Status)
 	_, _ = w.Write(resp.Body)
+	if trailers {
+		// The header went out at WriteHeader; what is set on the map now
+		// is sent as trailers. A declared trailer's name is cleared first,
+		// so that a header of that name does not go out as a trailer too.
+		for k := range resp.Headers {
+			if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+				delete(h, name)
+			}
+		}
+		for k, vs := range resp.Headers {
+			if strings.HasPrefix(k, http.TrailerPrefix) {
+				h[k] = vs
+			}
+		}
+	}
 }
 
 // errBodyLength is the error logged for a net/http handler's answer whose
@@ -405,10 +432,87 @@ func bodyLengthOff(resp *Response) (declared int64, off bool) {
 // hijacked; the read and write deadlines it is given through
 // http.ResponseController are the connection's, set on w.
 type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-	w      http.ResponseWriter
+	// header is the handler's header map, and once the status is
+	// committed (the first final WriteHeader, Write or Flush), the
+	// header the answer goes out with: as net/http's writer, the map a
+	// handler changes after that (Header called again) is another, live,
+	// read only for the trailers (answerHeaders).
+	header    http.Header
+	live      http.Header
+	committed bool
+	status    int
+	body      bytes.Buffer
+	w         http.ResponseWriter
+}
+
+// Header returns the handler's header map: before the status is
+// committed, the one the answer goes out with; after, a copy of it whose
+// changes are not sent (but its trailers: answerHeaders).
+func (r *recorder) Header() http.Header {
+	if !r.committed {
+		return r.header
+	}
+	if r.live == nil {
+		r.live = r.header.Clone()
+	}
+	return r.live
+}
+
+// commit commits status, the answer's, with the header as it is now.
+func (r *recorder) commit(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.committed = true
+}
+
+// answerHeaders returns the headers of the recorded answer: those set
+// before the status was committed, and its trailers, as net/http sends
+// them (RED_TEAM 524): the values, set at any time, of the names the
+// "Trailer" header declares, and the keys set under http.TrailerPrefix,
+// each kept under http.TrailerPrefix and its name (writeResponse sends
+// them after the body). A header set after the status is committed is
+// not sent, as net/http does not send it.
+func (r *recorder) answerHeaders() http.Header {
+	final := r.header // the trailers' values: the map as the handler left it
+	if r.live != nil {
+		final = r.live
+	}
+	var declared []string
+	for _, v := range r.header["Trailer"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = http.CanonicalHeaderKey(strings.TrimSpace(name)); name != "" {
+				declared = append(declared, name)
+			}
+		}
+	}
+	prefixed := false
+	for k := range final {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			prefixed = true
+			break
+		}
+	}
+	if len(declared) == 0 && !prefixed {
+		return r.header
+	}
+	h := make(http.Header, len(r.header)+len(declared))
+	for k, vs := range r.header {
+		if !strings.HasPrefix(k, http.TrailerPrefix) {
+			h[k] = vs
+		}
+	}
+	for k, vs := range final {
+		if strings.HasPrefix(k, http.TrailerPrefix) && len(vs) > 0 {
+			h[k] = vs
+		}
+	}
+	for _, name := range declared {
+		if vs := final[name]; len(vs) > 0 {
+			h[http.TrailerPrefix+name] = append(h[http.TrailerPrefix+name], vs...)
+		}
+	}
+	return h
 }
 
 // Flush sends nothing: the answer is buffered, and goes out whole once
@@ -417,9 +521,7 @@ type recorder struct {
 // panicked without it, its work done, and ran again on every retry
 // (RED_TEAM 521).
 func (r *recorder) Flush() {
-	if r.status == 0 {
-		r.status = http.StatusOK // a flush commits the status, as net/http's does
-	}
+	r.commit(http.StatusOK) // a flush commits the status, as net/http's does
 }
 
 // SetReadDeadline sets the read deadline of the connection the answer
@@ -436,8 +538,6 @@ func (r *recorder) SetWriteDeadline(d time.Time) error {
 	return http.NewResponseController(r.w).SetWriteDeadline(d)
 }
 
-func (r *recorder) Header() http.Header { return r.header }
-
 // WriteHeader keeps the first final status. An informational one (1xx
 // but 101 Switching Protocols, as net/http treats them) is not the
 // response: the answer is buffered, so it is dropped, and the status
@@ -446,15 +546,11 @@ func (r *recorder) WriteHeader(status int) {
 	if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
 		return
 	}
-	if r.status == 0 {
-		r.status = status
-	}
+	r.commit(status)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
+	r.commit(http.StatusOK)
 	return r.body.Write(b)
 }
 

@@ -200,3 +200,53 @@ func TestMaxBytesReaderInFrontIs413(t *testing.T) {
 		t.Fatalf("a body within the bound: %d %q", ok.status, ok.body)
 	}
 }
+
+// TestTrailersAreReplayedAsTrailers: a handler that declares a trailer
+// ("Trailer: X-Sum") and sets it after its body, or sets one under
+// http.TrailerPrefix, sends it to a plain net/http client as a trailer;
+// behind the Guard it went out (and was replayed) as a header, with a
+// Content-Length, so a client reading Response.Trailer found nothing. A
+// header set after the body, which net/http never sends, went out and was
+// replayed too. The first answer and the replay carry what net/http sends
+// without the Guard.
+func TestTrailersAreReplayedAsTrailers(t *testing.T) {
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Trailer", "X-Sum")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"a":1}`)
+		w.Header().Set("X-Sum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late-Trailer", "def")
+		w.Header().Set("X-Late", "never sent")
+	}
+	check := func(name string, got writerAnswer) {
+		t.Helper()
+		if got.status != 201 || got.body != `{"a":1}` {
+			t.Fatalf("%s: %d %q", name, got.status, got.body)
+		}
+		if got.trailer.Get("X-Sum") != "abc" || got.trailer.Get("X-Late-Trailer") != "def" {
+			t.Fatalf("%s: trailers %v, headers %v; want X-Sum and X-Late-Trailer as trailers", name, got.trailer, got.header)
+		}
+		for _, h := range []string{"X-Sum", "X-Late", "X-Late-Trailer", http.TrailerPrefix + "X-Late-Trailer"} {
+			if v, ok := got.header[h]; ok {
+				t.Fatalf("%s: header %s: %q went out as a header", name, h, v)
+			}
+		}
+	}
+	// What net/http sends without the Guard (a body it writes whole at
+	// once: chunked, with its trailers).
+	plain := httptest.NewServer(http.HandlerFunc(handler))
+	t.Cleanup(plain.Close)
+	check("without the Guard", writerPost(t, plain.URL, `{}`))
+
+	url, calls := writerServer(t, handler, nil)
+	check("first answer", writerPost(t, url, `{}`))
+	again := writerPost(t, url, `{}`)
+	check("replay", again)
+	if again.header.Get(idem.HeaderOpenWOPReplay) != "true" {
+		t.Fatalf("no replay: %v", again.header)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}
