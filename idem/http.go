@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -56,7 +57,9 @@ import (
 // declares (a copy that broke off), which net/http would cut short, is
 // one the Guard cannot read, recorded as not kept, never kept cut short.
 // A body over the bound of an http.MaxBytesReader in front of the Guard
-// is 413 payload_too_large, as one over MaxRequestBytes.
+// is 413 payload_too_large, as one over MaxRequestBytes; a body that
+// stopped arriving (the server's ReadTimeout) is 408 CodeRequestTimeout
+// (net/http closes the connection), never a 400 refusing it.
 // Inside a Lambda invocation (behind aws-lambda-go-api-proxy) an answer
 // whose payload Lambda could not return is answered once and recorded as
 // not kept; behind a function URL in response streaming mode, served
@@ -330,7 +333,8 @@ func netHostHeader(r *http.Request) func(name string) []string {
 // readBody reads r's body into in, up to MaxRequestBytes: a body that
 // cannot be read is 400 validation_error, a larger one 413
 // payload_too_large, as is one over the bound of an http.MaxBytesReader
-// in front of the Guard (RED_TEAM 523).
+// in front of the Guard (RED_TEAM 523), and one that stopped arriving 408
+// CodeRequestTimeout.
 func readBody(r *http.Request, in *request) *apierr.Error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
@@ -339,6 +343,12 @@ func readBody(r *http.Request, in *request) *apierr.Error {
 	_ = r.Body.Close()
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", min(tooLarge.Limit, MaxRequestBytes))
+	}
+	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		// The body stopped arriving (the server's read deadline ended
+		// the read): a timeout the client may retry, never a refusal of
+		// the body (RED_TEAM 525).
+		return apierr.New(http.StatusRequestTimeout, CodeRequestTimeout, "The request body was not received in time.")
 	}
 	if err != nil {
 		return apierr.New(400, apierr.CodeValidation, "The request body could not be read.")

@@ -250,3 +250,51 @@ func TestTrailersAreReplayedAsTrailers(t *testing.T) {
 		t.Fatalf("the handler ran %d times", n)
 	}
 }
+
+// TestBodyThatStopsArrivingIs408: behind a server with a ReadTimeout, a
+// request whose body stops arriving was refused 400 validation_error
+// "could not be read", an answer a retrying client takes as final,
+// though nothing was wrong with the body but that it did not arrive. It
+// is 408 idemkit.request_timeout, the connection closed; the handler
+// does not run and nothing is recorded, so the same request sent again
+// runs.
+func TestBodyThatStopsArrivingIs408(t *testing.T) {
+	e := newEnv(t, func(c *idem.Config) {
+		c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+	})
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.Handle("POST /x", e.guard.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	})))
+	srv := httptest.NewUnstartedServer(mux)
+	// The body below never arrives whole: the read ends at this timeout
+	// whatever the machine's speed.
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.Close() })
+	req, _ := http.NewRequest("POST", srv.URL+"/x", pr)
+	req.ContentLength = 100
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", testKey)
+	go func() { _, _ = io.WriteString(pw, `{"a":"part of it`) }()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), idem.CodeRequestTimeout) || !resp.Close {
+		t.Fatalf("answer %d %v %q, want 408 %s with Connection: close", resp.StatusCode, resp.Header, b, idem.CodeRequestTimeout)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+	if ok := writerPost(t, srv.URL+"/x", `{}`); ok.status != 200 || ok.header.Get(idem.HeaderOpenWOPReplay) == "true" {
+		t.Fatalf("the request sent again: %d %v %q, want it run", ok.status, ok.header, ok.body)
+	}
+}

@@ -60,6 +60,13 @@ const (
 	// a retry with the same Idempotency-Key runs at once. The Guard counts
 	// it (MetricClientCancelled) and logs it at info.
 	CodeClientClosed = "idemkit.client_closed_request"
+	// CodeRequestTimeout is the code of a 408 answered by the net/http
+	// adapters when a request's body stopped arriving (the server's read
+	// deadline ended the read): nothing was wrong with the body but that
+	// it did not arrive, so the answer is no refusal of it. Never
+	// recorded (net/http closes the connection); the same request sent
+	// again runs.
+	CodeRequestTimeout = "idemkit.request_timeout"
 	// CodeResponseNotKept is the code of a 410 Gone answered to a
 	// duplicate of a request that was processed, but whose response was
 	// larger than MaxResponseBytes and so was not kept (Response.NotKept):
