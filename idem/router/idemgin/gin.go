@@ -146,8 +146,11 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return nil, nil, errors.New("idemgin: a response under idempotency is buffered and cannot be hijacked")
 }
 
-// Flush flushes gin's own writer; a buffered response is sent whole.
+// Flush writes the status the handler gave first, as gin's own writer
+// does, then flushes gin's own writer; a buffered response is sent whole
+// (the Guard's writer flushes nothing early).
 func (w *writer) Flush() {
+	w.WriteHeaderNow()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

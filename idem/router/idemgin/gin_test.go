@@ -193,3 +193,57 @@ func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
 	})
 	routertest.OneParamNameAtTwoLevels(t, r, key+"two-levels", &runs)
 }
+
+// TestStreamingHandlerAnswersItsStatus: a gin handler that sets its
+// status, flushes (gin's Flush commits the status it was given first) and
+// streams its body with Context.Stream gets, behind the guard, the
+// answer gin gives it without: its status and whole body, replayed as
+// such; it runs once.
+func TestStreamingHandlerAnswersItsStatus(t *testing.T) {
+	var runs atomic.Int32
+	handler := func(c *gin.Context) {
+		runs.Add(1)
+		c.Status(201)
+		c.Writer.Flush()
+		n := 0
+		c.Stream(func(w io.Writer) bool {
+			n++
+			_, _ = fmt.Fprintf(w, "part %d;", n)
+			return n < 3
+		})
+	}
+	post := func(srv *httptest.Server) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/orders/7", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	plain := gin.New()
+	plain.POST("/orders/:id", handler)
+	plainSrv := httptest.NewServer(plain)
+	defer plainSrv.Close()
+	wantCode, wantBody := post(plainSrv)
+	if wantCode != 201 || wantBody != "part 1;part 2;part 3;" {
+		t.Fatalf("without the guard: %d %q", wantCode, wantBody)
+	}
+	runs.Store(0)
+	r := gin.New()
+	r.Use(idemgin.Middleware(routertest.Guard(t, nil)))
+	r.POST("/orders/:id", handler)
+	srv := httptest.NewServer(r) // one host: a retry goes where its first try went
+	defer srv.Close()
+	for i := range 2 {
+		if code, body := post(srv); code != wantCode || body != wantBody {
+			t.Fatalf("answer %d: %d %q, want %d %q", i, code, body, wantCode, wantBody)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}
