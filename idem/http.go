@@ -339,6 +339,11 @@ func readBody(r *http.Request, in *request) *apierr.Error {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
+	if r.ContentLength > MaxRequestBytes {
+		// Refused before a byte is read: a client waiting for 100
+		// Continue is not asked to send it (RED_TEAM 526).
+		return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	_ = r.Body.Close()
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {

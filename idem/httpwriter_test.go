@@ -298,3 +298,60 @@ func TestBodyThatStopsArrivingIs408(t *testing.T) {
 		t.Fatalf("the request sent again: %d %v %q, want it run", ok.status, ok.header, ok.body)
 	}
 }
+
+// countingReader is n bytes of 'a', counting what is read of it.
+type countingReader struct {
+	n    int64
+	read atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	left := c.n - c.read.Load()
+	if left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > left {
+		p = p[:left]
+	}
+	for i := range p {
+		p[i] = 'a'
+	}
+	c.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// TestBodyDeclaredOverTheBoundIsRefusedUnread: a request that declares a
+// body over MaxRequestBytes and waits for 100 Continue was told to send it
+// (the Guard read it to its bound before refusing it 413), so its client
+// uploaded 6 MB to be refused. It is refused 413 payload_too_large before
+// a byte of it is read: no 100 Continue, nothing sent.
+func TestBodyDeclaredOverTheBoundIsRefusedUnread(t *testing.T) {
+	url, calls := writerServer(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}, nil)
+	body := &countingReader{n: idem.MaxRequestBytes + 1}
+	req, _ := http.NewRequest("POST", url, body)
+	req.ContentLength = body.n
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", testKey)
+	req.Header.Set("Expect", "100-continue")
+	// The client waits for the server's word before sending the body, as
+	// long as the test may run: the body goes out only if the server asks.
+	tr := &http.Transport{ExpectContinueTimeout: time.Hour}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 413 || !strings.Contains(string(b), "payload_too_large") {
+		t.Fatalf("answer %d %q, want 413 payload_too_large", resp.StatusCode, b)
+	}
+	if n := body.read.Load(); n != 0 {
+		t.Fatalf("the client sent %d bytes of a body refused for its declared size", n)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}
