@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -159,8 +161,46 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			// is aborted here too, as net/http aborts it, not answered 500.
 			panic(http.ErrAbortHandler)
 		}
+		if inLambda(r.Context()) {
+			resp = trailersAsHeaders(resp)
+		}
 		writeResponse(w, resp)
 	})
+}
+
+// trailersAsHeaders returns resp with its trailers (kept under
+// http.TrailerPrefix: recorder.answerHeaders) as headers of their names:
+// inside a Lambda invocation the answer is one payload, with no trailers,
+// whose headers the proxy reads from the map once the handler returns, as
+// it reads a handler's trailers without the Guard. resp is returned as it
+// is when it has none; else a copy (its header map may be a record's).
+func trailersAsHeaders(resp *Response) *Response {
+	has := false
+	for k := range resp.Headers {
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			has = true
+			break
+		}
+	}
+	if !has {
+		return resp
+	}
+	out := *resp
+	out.Headers = make(map[string][]string, len(resp.Headers))
+	for k, vs := range resp.Headers {
+		if !strings.HasPrefix(k, http.TrailerPrefix) {
+			out.Headers[k] = vs
+		}
+	}
+	// After the headers, in the order of their names: a name sent as a
+	// header and a trailer has its values in one order every time.
+	for _, k := range slices.Sorted(maps.Keys(resp.Headers)) {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			name = http.CanonicalHeaderKey(name)
+			out.Headers[name] = append(slices.Clip(out.Headers[name]), resp.Headers[k]...)
+		}
+	}
+	return &out
 }
 
 // buffers reports whether the net/http adapter runs r, routed to the

@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/idem"
 )
@@ -352,6 +356,46 @@ func TestBodyDeclaredOverTheBoundIsRefusedUnread(t *testing.T) {
 		t.Fatalf("the client sent %d bytes of a body refused for its declared size", n)
 	}
 	if n := calls.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}
+
+// TestTrailersInsideLambdaGoOutAsHeaders: inside a Lambda invocation
+// (behind aws-lambda-go-api-proxy, or a function URL) an answer is one
+// payload with no trailers: a handler's trailers go out, first and on the
+// replay, as the headers the proxy makes of them without the Guard, never
+// under a name with http.TrailerPrefix, which is no header name.
+func TestTrailersInsideLambdaGoOutAsHeaders(t *testing.T) {
+	e := newEnv(t, func(c *idem.Config) {
+		c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+	})
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.Handle("POST /x", e.guard.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Trailer", "X-Sum")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"a":1}`)
+		w.Header().Set("X-Sum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-More", "def")
+	})))
+	for i := range 2 {
+		ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: fmt.Sprintf("aws-%d", i)})
+		req := httptest.NewRequestWithContext(ctx, "POST", "/x", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", testKey)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != 201 || rec.Body.String() != `{"a":1}` || rec.Header().Get("X-Sum") != "abc" || rec.Header().Get("X-More") != "def" {
+			t.Fatalf("answer %d: %d %q %v", i, rec.Code, rec.Body.String(), rec.Header())
+		}
+		for k := range rec.Header() {
+			if strings.HasPrefix(k, http.TrailerPrefix) {
+				t.Fatalf("answer %d: header %q", i, k)
+			}
+		}
+	}
+	if n := calls.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times", n)
 	}
 }
