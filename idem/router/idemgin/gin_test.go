@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -241,6 +242,44 @@ func TestStreamingHandlerAnswersItsStatus(t *testing.T) {
 	for i := range 2 {
 		if code, body := post(srv); code != wantCode || body != wantBody {
 			t.Fatalf("answer %d: %d %q, want %d %q", i, code, body, wantCode, wantBody)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times", n)
+	}
+}
+
+// TestResponseControllerDeadlinesReachTheConnection: a gin handler that
+// extends its write deadline through http.ResponseController (which
+// reaches net/http's writer through gin's Unwrap) got ErrNotSupported
+// behind the guard, whose writer had no Unwrap; it sets the deadline of
+// the connection the answer goes out on, as without the guard.
+func TestResponseControllerDeadlinesReachTheConnection(t *testing.T) {
+	var runs atomic.Int32
+	r := gin.New()
+	r.Use(idemgin.Middleware(routertest.Guard(t, nil)))
+	r.POST("/orders/:id", func(c *gin.Context) {
+		runs.Add(1)
+		if err := http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(time.Hour)); err != nil {
+			c.String(500, "write deadline: %v", err)
+			return
+		}
+		c.String(201, "ok")
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	for i := range 2 {
+		req, _ := http.NewRequest("POST", srv.URL+"/orders/7", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != 201 || string(b) != "ok" {
+			t.Fatalf("answer %d: %d %q", i, resp.StatusCode, b)
 		}
 	}
 	if n := runs.Load(); n != 1 {
