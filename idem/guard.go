@@ -403,7 +403,11 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 	resp, err := safeCall(ctx, run)
 	in.ownAnswer = err == nil
 	if err != nil {
-		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
+		level := slog.LevelError
+		if clientGone(ctx, err) {
+			level = slog.LevelInfo // its client hung up: nobody's failure
+		}
+		g.log.LogAttrs(ctx, level, "idempotency: handler failed",
 			slog.String("request_id", in.requestID), slog.String("error", g.redact(err.Error(), in.keyValues)), stackAttr(err))
 		return g.errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."), in.requestID)
 	}

@@ -399,3 +399,63 @@ func TestTrailersInsideLambdaGoOutAsHeaders(t *testing.T) {
 		t.Fatalf("the handler ran %d times", n)
 	}
 }
+
+// TestHandlerThatBailsOnItsClientsHangUpRunsAgain: a handler that, its
+// client gone, returns without a word (the idiom for a cancelled request
+// context: nothing done, nothing to say) was recorded as answering 200
+// with an empty body, which every retry got replayed: the caller took the
+// work for done, and it never was. An answer nothing was written to,
+// under a context its client cancelled, is the hang-up's: the record is
+// released (499 to nobody) and the retry runs the handler. A handler that
+// answered before returning is recorded as it answered.
+func TestHandlerThatBailsOnItsClientsHangUpRunsAgain(t *testing.T) {
+	for _, answers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("answered=%t", answers), func(t *testing.T) {
+			e := newEnv(t, func(c *idem.Config) {
+				c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+			})
+			var calls atomic.Int32
+			entered, served := make(chan struct{}), make(chan struct{}, 2)
+			mux := http.NewServeMux()
+			mux.Handle("POST /x", e.guard.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if calls.Add(1) == 1 {
+					close(entered)
+					<-r.Context().Done()
+					if answers {
+						w.WriteHeader(202) // its work done all the same
+					}
+					return
+				}
+				w.WriteHeader(201)
+			})))
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mux.ServeHTTP(w, r)
+				served <- struct{}{} // the Guard has answered: its record written
+			}))
+			t.Cleanup(srv.Close)
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/x", strings.NewReader(`{}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", testKey)
+			done := make(chan error, 1)
+			go func() {
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					_ = resp.Body.Close()
+				}
+				done <- err
+			}()
+			<-entered
+			cancel() // the client hangs up
+			<-done
+			<-served
+			again := writerPost(t, srv.URL+"/x", `{}`)
+			switch {
+			case answers && (again.status != 202 || again.header.Get(idem.HeaderOpenWOPReplay) != "true" || calls.Load() != 1):
+				t.Fatalf("retry %d %v, %d runs; want the 202 replayed, one run", again.status, again.header, calls.Load())
+			case !answers && (again.status != 201 || again.header.Get(idem.HeaderOpenWOPReplay) == "true" || calls.Load() != 2):
+				t.Fatalf("retry %d %v %q, %d runs; want the handler run again (201)", again.status, again.header, again.body, calls.Load())
+			}
+		})
+	}
+}
