@@ -58,9 +58,10 @@ import (
 // does; an answer whose body disagrees with the Content-Length it
 // declares (a copy that broke off), which net/http would cut short, is
 // one the Guard cannot read, recorded as not kept, never kept cut short.
-// A handler that returns without writing a word after its client hung
-// up (its request context cancelled) bailed out: nothing is recorded, the
-// record is released (CodeClientClosed), and the retry runs it; one that
+// A handler that returns without writing a word after its request's
+// context ended (its client hung up; a deadline passed) bailed out:
+// nothing is recorded, the record is released (a hang-up answered
+// CodeClientClosed, a deadline 500), and the retry runs it; one that
 // wrote its answer is recorded as it answered.
 // A body over the bound of an http.MaxBytesReader in front of the Guard
 // is 413 payload_too_large, as one over MaxRequestBytes; a body that
@@ -264,12 +265,14 @@ func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *req
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.ContentLength = int64(len(body))
 		next.ServeHTTP(rec, r2)
-		if !rec.committed && rec.body.Len() == 0 && errors.Is(r.Context().Err(), context.Canceled) {
-			// Not a word, its client gone: the handler bailed out on the
-			// hang-up (the idiom for a cancelled request context), not an
-			// empty 200 to replay to every retry: the hang-up's answer,
-			// its record released (RED_TEAM 528).
-			return nil, r.Context().Err()
+		if err := r.Context().Err(); err != nil && !rec.committed && rec.body.Len() == 0 {
+			// Not a word, its request's context ended (its client gone,
+			// or a deadline a middleware set, as http.TimeoutHandler
+			// does): the handler bailed out on it (the idiom for an ended
+			// request context), not an empty 200 to replay to every
+			// retry: the context's error, its record released (a hang-up
+			// answered 499: RED_TEAM 528).
+			return nil, err
 		}
 		if rec.status == 0 {
 			rec.status = http.StatusOK
