@@ -501,38 +501,31 @@ func bodyLengthOff(resp *Response) (declared int64, off bool) {
 // hijacked; the read and write deadlines it is given through
 // http.ResponseController are the connection's, set on w.
 type recorder struct {
-	// header is the handler's header map, and once the status is
-	// committed (the first final WriteHeader, Write or Flush), the
-	// header the answer goes out with: as net/http's writer, the map a
-	// handler changes after that (Header called again) is another, live,
-	// read only for the trailers (answerHeaders).
+	// header is the handler's header map; sent is a copy of it taken
+	// when the status is committed (the first final WriteHeader, Write or
+	// Flush), the header the answer goes out with, as net/http's writer
+	// takes one: what the handler changes after that is read for the
+	// trailers alone (answerHeaders).
 	header    http.Header
-	live      http.Header
+	sent      http.Header
 	committed bool
 	status    int
 	body      bytes.Buffer
 	w         http.ResponseWriter
 }
 
-// Header returns the handler's header map: before the status is
-// committed, the one the answer goes out with; after, a copy of it whose
-// changes are not sent (but its trailers: answerHeaders).
-func (r *recorder) Header() http.Header {
-	if !r.committed {
-		return r.header
-	}
-	if r.live == nil {
-		r.live = r.header.Clone()
-	}
-	return r.live
-}
+// Header returns the handler's header map.
+func (r *recorder) Header() http.Header { return r.header }
 
 // commit commits status, the answer's, with the header as it is now.
 func (r *recorder) commit(status int) {
 	if r.status == 0 {
 		r.status = status
 	}
-	r.committed = true
+	if !r.committed {
+		r.committed = true
+		r.sent = r.header.Clone()
+	}
 }
 
 // answerHeaders returns the headers of the recorded answer: those set
@@ -544,11 +537,12 @@ func (r *recorder) commit(status int) {
 // not sent, as net/http does not send it.
 func (r *recorder) answerHeaders() http.Header {
 	final := r.header // the trailers' values: the map as the handler left it
-	if r.live != nil {
-		final = r.live
+	sent := r.sent
+	if sent == nil { // never committed: the header as the handler left it
+		sent = r.header
 	}
 	var declared []string
-	for _, v := range r.header["Trailer"] {
+	for _, v := range sent["Trailer"] {
 		for name := range strings.SplitSeq(v, ",") {
 			if name = http.CanonicalHeaderKey(strings.TrimSpace(name)); name != "" {
 				declared = append(declared, name)
@@ -563,10 +557,10 @@ func (r *recorder) answerHeaders() http.Header {
 		}
 	}
 	if len(declared) == 0 && !prefixed {
-		return r.header
+		return sent
 	}
-	h := make(http.Header, len(r.header)+len(declared))
-	for k, vs := range r.header {
+	h := make(http.Header, len(sent)+len(declared))
+	for k, vs := range sent {
 		if !strings.HasPrefix(k, http.TrailerPrefix) {
 			h[k] = vs
 		}
@@ -578,7 +572,7 @@ func (r *recorder) answerHeaders() http.Header {
 	}
 	for _, name := range declared {
 		if vs := final[name]; len(vs) > 0 {
-			h[http.TrailerPrefix+name] = append(h[http.TrailerPrefix+name], vs...)
+			h[http.TrailerPrefix+name] = append(slices.Clip(h[http.TrailerPrefix+name]), vs...)
 		}
 	}
 	return h

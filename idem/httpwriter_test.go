@@ -215,13 +215,15 @@ func TestMaxBytesReaderInFrontIs413(t *testing.T) {
 // without the Guard.
 func TestTrailersAreReplayedAsTrailers(t *testing.T) {
 	handler := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Trailer", "X-Sum")
+		h := w.Header() // kept, and changed after the body too
+		h.Set("Content-Type", "application/json")
+		h.Set("Trailer", "X-Sum")
 		w.WriteHeader(201)
 		_, _ = io.WriteString(w, `{"a":1}`)
 		w.Header().Set("X-Sum", "abc")
 		w.Header().Set(http.TrailerPrefix+"X-Late-Trailer", "def")
 		w.Header().Set("X-Late", "never sent")
+		h.Set("X-Later", "never sent either")
 	}
 	check := func(name string, got writerAnswer) {
 		t.Helper()
@@ -231,7 +233,7 @@ func TestTrailersAreReplayedAsTrailers(t *testing.T) {
 		if got.trailer.Get("X-Sum") != "abc" || got.trailer.Get("X-Late-Trailer") != "def" {
 			t.Fatalf("%s: trailers %v, headers %v; want X-Sum and X-Late-Trailer as trailers", name, got.trailer, got.header)
 		}
-		for _, h := range []string{"X-Sum", "X-Late", "X-Late-Trailer", http.TrailerPrefix + "X-Late-Trailer"} {
+		for _, h := range []string{"X-Sum", "X-Late", "X-Later", "X-Late-Trailer", http.TrailerPrefix + "X-Late-Trailer"} {
 			if v, ok := got.header[h]; ok {
 				t.Fatalf("%s: header %s: %q went out as a header", name, h, v)
 			}
