@@ -1,0 +1,419 @@
+package devstack_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/idemkit/idemkit/functions/devstack"
+	"github.com/idemkit/idemkit/internal/testutil"
+	"github.com/idemkit/idemkit/internal/wireschema"
+)
+
+// surface drives one `idemkit dev` stack's run surface and checks every
+// answer it reads against the closed v2 schemas.
+type surface struct {
+	t                     *testing.T
+	base, key             string
+	event, snapshot, poll *jsonschema.Schema
+	fork                  *jsonschema.Schema
+}
+
+const surfaceOtherKey = "idk_surface_other_0123456789"
+
+func newSurface(t *testing.T) *surface {
+	t.Helper()
+	key := "idk_surface_test_0123456789"
+	s := startStack(t, devstack.Options{APIKeys: []string{key + "=acme", surfaceOtherKey + "=umbrella"}})
+	o := wireschema.Load(t)
+	su := &surface{t: t, base: s.URL(), key: key}
+	var err error
+	if su.event, err = o.Schema("run-event.schema.json"); err != nil {
+		t.Fatal(err)
+	}
+	if su.snapshot, _, err = o.Response("GET", "/runs/{runId}", 200); err != nil {
+		t.Fatal(err)
+	}
+	if su.poll, _, err = o.Response("GET", "/runs/{runId}/events/poll", 200); err != nil {
+		t.Fatal(err)
+	}
+	if su.fork, _, err = o.Response("POST", "/runs/{runId}:fork", 201); err != nil {
+		t.Fatal(err)
+	}
+	return su
+}
+
+func pathID(id string) string { return url.PathEscape(id) }
+
+func (su *surface) do(method, path, body string, hdr ...string) (*http.Response, map[string]any, string) {
+	su.t.Helper()
+	req, err := http.NewRequest(method, su.base+path, strings.NewReader(body))
+	if err != nil {
+		su.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", testutil.Bearer(su.key))
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		su.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m, string(b)
+}
+
+type pollAnswer struct {
+	status string
+	types  []string
+	last   int64
+	raw    []json.RawMessage
+}
+
+// pollAll reads the run's whole log through the poll (afterSequence
+// omitted, timeout 1) and checks it: the answer and every event valid,
+// sequences 0..n with no gap, lastSequence the last of them, run.started
+// first, exactly one terminal run event and nothing after it when the run
+// ended (none while it is live), every run.resumed after a run.paused.
+func (su *surface) pollAll(id string) pollAnswer {
+	su.t.Helper()
+	resp, _, body := su.do("GET", "/runs/"+pathID(id)+"/events/poll?timeout=1", "")
+	if resp.StatusCode != 200 {
+		su.t.Fatalf("poll: %d %s", resp.StatusCode, body)
+	}
+	if err := wireschema.Validate(su.poll, []byte(body)); err != nil {
+		su.t.Fatalf("poll answer: %v\n%s", err, body)
+	}
+	var p struct {
+		Events       []json.RawMessage `json:"events"`
+		LastSequence int64             `json:"lastSequence"`
+		Status       string            `json:"status"`
+		IsTerminal   bool              `json:"isTerminal"`
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil {
+		su.t.Fatal(err)
+	}
+	a := pollAnswer{status: p.Status, last: p.LastSequence, raw: p.Events}
+	terminal := map[string]bool{"run.completed": true, "run.failed": true, "run.cancelled": true}
+	paused, ended := false, -1
+	for i, raw := range p.Events {
+		if err := wireschema.Validate(su.event, raw); err != nil {
+			su.t.Fatalf("event %d: %v\n%s", i, err, raw)
+		}
+		var e struct {
+			RunID    string `json:"runId"`
+			Type     string `json:"type"`
+			Sequence int64  `json:"sequence"`
+		}
+		_ = json.Unmarshal(raw, &e)
+		if e.Sequence != int64(i) || e.RunID != id {
+			su.t.Fatalf("event %d has sequence %d, run %s: %s", i, e.Sequence, e.RunID, body)
+		}
+		if i == 0 && e.Type != "run.started" {
+			su.t.Fatalf("the log starts with %s", e.Type)
+		}
+		if ended >= 0 {
+			su.t.Fatalf("%s at %d after the terminal event at %d: %s", e.Type, i, ended, body)
+		}
+		switch {
+		case terminal[e.Type]:
+			ended = i
+		case e.Type == "run.paused":
+			if paused {
+				su.t.Fatalf("run.paused twice without a run.resumed between: %s", body)
+			}
+			paused = true
+		case e.Type == "run.resumed":
+			if !paused {
+				su.t.Fatalf("run.resumed with no run.paused before it: %s", body)
+			}
+			paused = false
+		}
+		a.types = append(a.types, e.Type)
+	}
+	if n := int64(len(p.Events)) - 1; p.LastSequence != n {
+		su.t.Fatalf("lastSequence %d, the log's last is %d", p.LastSequence, n)
+	}
+	if p.IsTerminal != (ended >= 0) || p.IsTerminal != terminal["run."+p.Status] {
+		su.t.Fatalf("status %s isTerminal %v, terminal event at %d: %s", p.Status, p.IsTerminal, ended, body)
+	}
+	return a
+}
+
+// get reads the snapshot (valid against getRun's 200) and its ETag, and
+// checks that If-None-Match with that ETag is a 304 with no body.
+func (su *surface) get(id string) (map[string]any, string) {
+	su.t.Helper()
+	resp, m, body := su.do("GET", "/runs/"+pathID(id), "")
+	if resp.StatusCode != 200 {
+		su.t.Fatalf("getRun: %d %s", resp.StatusCode, body)
+	}
+	if err := wireschema.Validate(su.snapshot, []byte(body)); err != nil {
+		su.t.Fatalf("snapshot: %v\n%s", err, body)
+	}
+	etag := resp.Header.Get("ETag")
+	if etag == "" {
+		su.t.Fatalf("getRun carries no ETag")
+	}
+	r304, _, b304 := su.do("GET", "/runs/"+pathID(id), "", "If-None-Match", etag)
+	if r304.StatusCode != 304 || b304 != "" {
+		// The run may have moved between the two reads: read again.
+		if again, _ := su.get2(id); again == etag {
+			su.t.Fatalf("If-None-Match %s: %d %q, want 304 with no body", etag, r304.StatusCode, b304)
+		}
+	}
+	return m, etag
+}
+
+func (su *surface) get2(id string) (string, error) {
+	resp, _, _ := su.do("GET", "/runs/"+pathID(id), "")
+	return resp.Header.Get("ETag"), nil
+}
+
+// await polls the log until cond holds (the run moves on its own).
+func (su *surface) await(id, what string, cond func(pollAnswer) bool) pollAnswer {
+	su.t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		a := su.pollAll(id)
+		if cond(a) {
+			return a
+		}
+		if time.Now().After(deadline) {
+			su.t.Fatalf("%s: never; log %v status %s", what, a.types, a.status)
+		}
+	}
+}
+
+func count(types []string, typ string) int {
+	n := 0
+	for _, x := range types {
+		if x == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// sse reads the stream's frames after lastEventID ("" for none) until it
+// closes (a terminal run's stream closes after its terminal event), each
+// frame's data valid against the event schema.
+func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []string) {
+	su.t.Helper()
+	req, _ := http.NewRequest("GET", su.base+"/runs/"+pathID(id)+"/events"+query, nil)
+	req.Header.Set("Authorization", testutil.Bearer(su.key))
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		su.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		su.t.Fatalf("stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			n, err := strconv.ParseInt(line[4:], 10, 64)
+			if err != nil {
+				su.t.Fatalf("frame id %q", line)
+			}
+			ids = append(ids, n)
+		case strings.HasPrefix(line, "data: "):
+			if err := wireschema.Validate(su.event, []byte(line[6:])); err != nil {
+				su.t.Fatalf("frame data: %v\n%s", err, line)
+			}
+			var e struct{ Type string }
+			_ = json.Unmarshal([]byte(line[6:]), &e)
+			types = append(types, e.Type)
+		}
+	}
+	return ids, types
+}
+
+// TestDevRunSurfaceAcrossPauseResumeCancelAndFork drives a real run of the
+// node-graph fixture through `idemkit dev` (an immediate pause inside its
+// wait, a resume, a second pause, a cancel of the paused run; then forks
+// of the cancelled run at every point of its log before its end, the
+// points right after run.paused and run.resumed among them, each
+// cancelled in turn) and checks, after every transition, what the run
+// surface serves: every event and answer valid against the closed
+// schemas, sequences 0..n never renumbered (a later read's log begins
+// with the earlier one's, byte for byte), one terminal event last,
+// run.paused and run.resumed paired, the snapshot's status the poll's, an
+// ETag that changes on every observable transition with a 304 for
+// If-None-Match, the Last-Event-ID and afterSequence cursors at and past
+// the end, another tenant's read refused, and a fork's prefix the
+// source's with its inherited run.paused folded as a no-op: the fork
+// executes, never paused.
+func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
+	su := newSurface(t)
+	resp, m, body := su.do("POST", "/runs", `{"workflowId":"conformance-replay-ordinal-loop","inputs":{"delayMs":60000}}`)
+	if resp.StatusCode != 201 {
+		t.Fatalf("createRun: %d %s", resp.StatusCode, body)
+	}
+	id := m["runId"].(string)
+	etags := map[string]string{}
+	seen := func(state string) {
+		t.Helper()
+		snap, etag := su.get(id)
+		a := su.pollAll(id)
+		if snap["status"] != a.status {
+			t.Fatalf("%s: snapshot status %v, poll status %s", state, snap["status"], a.status)
+		}
+		for prev, e := range etags {
+			if e == etag {
+				t.Fatalf("%s: ETag %s is the one served at %s", state, etag, prev)
+			}
+		}
+		etags[state] = etag
+	}
+	// The first node completes, then the wait holds.
+	a := su.await(id, "the wait starts", func(a pollAnswer) bool { return count(a.types, "node.completed") >= 1 && len(a.types) >= 4 })
+	prefix := a.raw
+	seen("in the wait")
+	stable := func(what string) {
+		t.Helper()
+		b := su.pollAll(id)
+		for i := range prefix {
+			if i >= len(b.raw) || string(b.raw[i]) != string(prefix[i]) {
+				t.Fatalf("%s: event %d changed or vanished: was %s, now %v", what, i, prefix[i], b.types)
+			}
+		}
+		prefix = b.raw
+	}
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":pause", `{"drainPolicy":"immediate","reason":"one"}`); r.StatusCode != 202 {
+		t.Fatalf("pause: %d %s", r.StatusCode, body)
+	}
+	a = su.await(id, "run.paused is recorded", func(a pollAnswer) bool { return count(a.types, "run.paused") == 1 })
+	stable("paused")
+	seen("paused")
+	pausedAt := a.last
+	// Cursors at the end of a live run's log and past it: 200, no events.
+	for _, c := range []string{strconv.FormatInt(a.last, 10), "99999999999999999999"} {
+		r, m, body := su.do("GET", "/runs/"+pathID(id)+"/events/poll?timeout=1&afterSequence="+c, "")
+		if evs, _ := m["events"].([]any); r.StatusCode != 200 || len(evs) != 0 || m["lastSequence"] != float64(a.last) {
+			t.Fatalf("poll after %s: %d %s", c, r.StatusCode, body)
+		}
+	}
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":pause", `{}`); r.StatusCode != 409 || !strings.Contains(body, `"run_state_conflict"`) {
+		t.Fatalf("a second pause: %d %s", r.StatusCode, body)
+	}
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":resume", `{"reason":"go"}`); r.StatusCode != 202 {
+		t.Fatalf("resume: %d %s", r.StatusCode, body)
+	}
+	su.await(id, "run.resumed is recorded", func(a pollAnswer) bool { return count(a.types, "run.resumed") == 1 })
+	stable("resumed")
+	seen("resumed")
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":resume", `{}`); r.StatusCode != 409 || !strings.Contains(body, `"run_state_conflict"`) {
+		t.Fatalf("a resume of a running run: %d %s", r.StatusCode, body)
+	}
+	// The resumed wait restarts; pause it again and cancel it paused.
+	su.await(id, "the wait restarts", func(a pollAnswer) bool { return a.types[len(a.types)-1] == "node.started" && a.last > pausedAt+1 })
+	stable("restarted")
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":pause", `{"drainPolicy":"immediate"}`); r.StatusCode != 202 {
+		t.Fatalf("second pause: %d %s", r.StatusCode, body)
+	}
+	su.await(id, "the second run.paused", func(a pollAnswer) bool { return count(a.types, "run.paused") == 2 })
+	stable("paused again")
+	seen("paused again")
+	r, m, body := su.do("POST", "/runs/"+pathID(id)+"/cancel", `{"reason":"stop"}`)
+	if r.StatusCode != 200 || (m["status"] != "cancelled" && m["status"] != "cancelling") {
+		t.Fatalf("cancel: %d %s", r.StatusCode, body)
+	}
+	a = su.await(id, "run.cancelled", func(a pollAnswer) bool { return a.status == "cancelled" })
+	stable("cancelled")
+	seen("cancelled")
+	if a.types[len(a.types)-1] != "run.cancelled" {
+		t.Fatalf("the log of the cancelled run ends with %v", a.types)
+	}
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+"/cancel", `{}`); r.StatusCode != 409 || !strings.Contains(body, `"run_terminal"`) {
+		t.Fatalf("a second cancel: %d %s", r.StatusCode, body)
+	}
+	for _, op := range []string{":pause", ":resume"} {
+		if r, _, body := su.do("POST", "/runs/"+pathID(id)+op, `{}`); r.StatusCode != 409 || !strings.Contains(body, `"run_terminal"`) {
+			t.Fatalf("%s of a cancelled run: %d %s", op, r.StatusCode, body)
+		}
+	}
+	// Streams of the ended run: the whole log in debug mode; after its
+	// last event, no frame; after an event in the middle, the rest.
+	ids, types := su.sse(id, "?streamMode=debug", "")
+	if len(ids) != len(a.types) || strings.Join(types, ",") != strings.Join(a.types, ",") {
+		t.Fatalf("debug stream %v %v, the log %v", ids, types, a.types)
+	}
+	if ids, _ := su.sse(id, "?streamMode=debug", strconv.FormatInt(a.last, 10)); len(ids) != 0 {
+		t.Fatalf("Last-Event-ID at the end of an ended run's log: frames %v", ids)
+	}
+	if ids, _ := su.sse(id, "?streamMode=debug", strconv.FormatInt(pausedAt, 10)); len(ids) == 0 || ids[0] != pausedAt+1 || ids[len(ids)-1] != a.last {
+		t.Fatalf("Last-Event-ID %d: frames %v, want %d..%d", pausedAt, ids, pausedAt+1, a.last)
+	}
+	// This run's cursor on another tenant's credential: refused, nothing
+	// of the run disclosed.
+	req, _ := http.NewRequest("GET", su.base+"/runs/"+pathID(id)+"/events/poll?afterSequence=0", nil)
+	req.Header.Set("Authorization", testutil.Bearer(surfaceOtherKey))
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != 403 {
+		t.Fatalf("another tenant's poll: %v %v", r, err)
+	} else {
+		r.Body.Close()
+	}
+	// Forks at every point of the log before its end, in both modes.
+	for from := int64(1); from < a.last; from++ {
+		for _, mode := range []string{"replay", "branch"} {
+			r, m, body := su.do("POST", "/runs/"+pathID(id)+":fork", fmt.Sprintf(`{"mode":%q,"fromSeq":%d}`, mode, from))
+			if r.StatusCode != 201 {
+				t.Fatalf("fork %s at %d: %d %s", mode, from, r.StatusCode, body)
+			}
+			if err := wireschema.Validate(su.fork, []byte(body)); err != nil {
+				t.Fatalf("fork answer: %v\n%s", err, body)
+			}
+			child := m["runId"].(string)
+			// The fork moves past its inherited prefix: an inherited
+			// run.paused leaves it running, not paused.
+			fa := su.await(child, fmt.Sprintf("the %s fork at %d executes", mode, from), func(x pollAnswer) bool {
+				return x.last >= from && x.status == "running"
+			})
+			for i := int64(0); i < from; i++ {
+				var src, got map[string]any
+				_ = json.Unmarshal(a.raw[i], &src)
+				_ = json.Unmarshal(fa.raw[i], &got)
+				delete(src, "runId")
+				delete(got, "runId")
+				sb, _ := json.Marshal(src)
+				gb, _ := json.Marshal(got)
+				if string(sb) != string(gb) {
+					t.Fatalf("%s fork at %d: event %d is %s, the source's %s", mode, from, i, gb, sb)
+				}
+			}
+			if snap, _ := su.get(child); snap["status"] != "running" {
+				t.Fatalf("%s fork at %d: status %v, log %v", mode, from, snap["status"], fa.types)
+			}
+			if r, _, body := su.do("POST", "/runs/"+pathID(child)+"/cancel", `{}`); r.StatusCode != 200 {
+				t.Fatalf("cancel of the %s fork at %d: %d %s", mode, from, r.StatusCode, body)
+			}
+			fa = su.await(child, "the fork is cancelled", func(x pollAnswer) bool { return x.status == "cancelled" })
+			if fa.types[len(fa.types)-1] != "run.cancelled" {
+				t.Fatalf("%s fork at %d: log %v", mode, from, fa.types)
+			}
+		}
+	}
+}
