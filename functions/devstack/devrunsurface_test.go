@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -416,4 +418,115 @@ func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDevRunSurfaceOfWebhookRuns drives real webhook runs through `idemkit
+// dev` against a local receiver: one answered 503 with Retry-After twice
+// and then 200 (parked between tries, it completes), one answered 400 (it
+// fails), one answered 503 with a Retry-After of ten minutes (parked: paused,
+// resumed, paused again and cancelled while parked). Every read of each
+// (snapshot, poll, stream) is checked as in
+// TestDevRunSurfaceAcrossPauseResumeCancelAndFork: valid against the closed
+// schemas, sequences 0..n, one terminal event last, run.paused and
+// run.resumed paired; a failed run's snapshot error is its run.failed
+// event's error.
+func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
+	var mu sync.Mutex
+	tries := map[string]int{}
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tries[r.URL.Path]++
+		n := tries[r.URL.Path]
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/flaky" && n <= 2:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(503)
+		case r.URL.Path == "/flaky":
+			w.WriteHeader(200)
+		case r.URL.Path == "/bad":
+			w.WriteHeader(400)
+		default:
+			w.Header().Set("Retry-After", "600")
+			w.WriteHeader(503)
+		}
+	}))
+	t.Cleanup(recv.Close)
+	key := "idk_surface_hook_0123456789"
+	s := startStack(t, devstack.Options{APIKeys: []string{key + "=acme"}, Settings: map[string]string{"WEBHOOK_ALLOW_LOOPBACK": "true"}})
+	o := wireschema.Load(t)
+	su := &surface{t: t, base: s.URL(), key: key}
+	su.event, _ = o.Schema("run-event.schema.json")
+	su.snapshot, _, _ = o.Response("GET", "/runs/{runId}", 200)
+	su.poll, _, _ = o.Response("GET", "/runs/{runId}/events/poll", 200)
+	create := func(path string) string {
+		t.Helper()
+		r, m, body := su.do("POST", "/runs", fmt.Sprintf(`{"workflowId":"webhook","inputs":{"url":%q,"payload":{"a":1}}}`, recv.URL+path))
+		if r.StatusCode != 201 {
+			t.Fatalf("createRun: %d %s", r.StatusCode, body)
+		}
+		return m["runId"].(string)
+	}
+	ended := func(x pollAnswer) bool { return x.status == "completed" || x.status == "failed" || x.status == "cancelled" }
+
+	flaky := create("/flaky")
+	a := su.await(flaky, "the flaky delivery completes", ended)
+	if a.status != "completed" {
+		t.Fatalf("flaky: %s, log %v", a.status, a.types)
+	}
+	su.get(flaky)
+	ids, types := su.sse(flaky, "?streamMode=debug", "")
+	if len(ids) != len(a.types) || strings.Join(types, ",") != strings.Join(a.types, ",") {
+		t.Fatalf("debug stream %v, the log %v", types, a.types)
+	}
+
+	bad := create("/bad")
+	a = su.await(bad, "the refused delivery fails", ended)
+	snap, _ := su.get(bad)
+	if a.status != "failed" || a.types[len(a.types)-1] != "run.failed" {
+		t.Fatalf("bad: %s, log %v", a.status, a.types)
+	}
+	var last struct {
+		Payload struct {
+			Error map[string]any `json:"error"`
+		} `json:"payload"`
+	}
+	_ = json.Unmarshal(a.raw[len(a.raw)-1], &last)
+	se, _ := json.Marshal(snap["error"])
+	ee, _ := json.Marshal(last.Payload.Error)
+	if string(se) != string(ee) {
+		t.Fatalf("the snapshot's error %s, run.failed's %s", se, ee)
+	}
+
+	parked := create("/parked")
+	su.await(parked, "the run parks", func(x pollAnswer) bool {
+		snap, _ := su.get(parked)
+		ext, _ := snap["extensions"].(map[string]any)
+		run, _ := ext["idemkit.run"].(map[string]any)
+		return run["retry"] != nil || ended(x)
+	})
+	if snap, _ := su.get(parked); snap["status"] != "running" {
+		t.Fatalf("the parked run: %v", snap)
+	}
+	if r, _, body := su.do("POST", "/runs/"+pathID(parked)+":pause", `{}`); r.StatusCode != 202 {
+		t.Fatalf("pause of a parked run: %d %s", r.StatusCode, body)
+	}
+	a = su.await(parked, "paused", func(x pollAnswer) bool { return x.status == "paused" })
+	if r, _, body := su.do("POST", "/runs/"+pathID(parked)+":resume", `{}`); r.StatusCode != 202 {
+		t.Fatalf("resume: %d %s (log %v)", r.StatusCode, body, a.types)
+	}
+	su.await(parked, "resumed", func(x pollAnswer) bool { return x.status == "running" && count(x.types, "run.resumed") == 1 })
+	if r, _, body := su.do("POST", "/runs/"+pathID(parked)+":pause", `{"drainPolicy":"immediate"}`); r.StatusCode != 202 {
+		t.Fatalf("second pause: %d %s", r.StatusCode, body)
+	}
+	su.await(parked, "paused again", func(x pollAnswer) bool { return x.status == "paused" && count(x.types, "run.paused") == 2 })
+	if r, _, body := su.do("POST", "/runs/"+pathID(parked)+"/cancel", `{}`); r.StatusCode != 200 {
+		t.Fatalf("cancel: %d %s", r.StatusCode, body)
+	}
+	a = su.await(parked, "cancelled", ended)
+	su.get(parked)
+	if a.status != "cancelled" || a.types[len(a.types)-1] != "run.cancelled" {
+		t.Fatalf("parked: %s, log %v", a.status, a.types)
+	}
+	t.Logf("parked run's log: %v", a.types)
 }
