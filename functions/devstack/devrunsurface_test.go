@@ -467,7 +467,9 @@ func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
 		}
 		return m["runId"].(string)
 	}
-	ended := func(x pollAnswer) bool { return x.status == "completed" || x.status == "failed" || x.status == "cancelled" }
+	ended := func(x pollAnswer) bool {
+		return x.status == "completed" || x.status == "failed" || x.status == "cancelled"
+	}
 
 	flaky := create("/flaky")
 	a := su.await(flaky, "the flaky delivery completes", ended)
