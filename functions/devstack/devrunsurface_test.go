@@ -17,6 +17,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/idemkit/idemkit/functions/devstack"
+	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/internal/wireschema"
 )
@@ -32,10 +33,27 @@ type surface struct {
 
 const surfaceOtherKey = "idk_surface_other_0123456789"
 
-func newSurface(t *testing.T) *surface {
+// startStackOn starts the stack as startStack does, on the emulator kind.
+func startStackOn(t *testing.T, kind string, o devstack.Options) *devstack.Stack {
+	t.Helper()
+	o.Endpoint = dynamotest.Start(t, kind).Endpoint
+	o.Addr = "127.0.0.1:0"
+	o.TablePrefix = fmt.Sprintf("surface%d-", time.Now().UnixNano())
+	s, err := devstack.Start(t.Context(), o)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+// surfaceEngines are the emulators the run-surface tests run on.
+var surfaceEngines = []string{dynamotest.Moto, dynamotest.Dynalite, dynamotest.DynamoDBLocal}
+
+func newSurface(t *testing.T, kind string) *surface {
 	t.Helper()
 	key := "idk_surface_test_0123456789"
-	s := startStack(t, devstack.Options{APIKeys: []string{key + "=acme", surfaceOtherKey + "=umbrella"}})
+	s := startStackOn(t, kind, devstack.Options{APIKeys: []string{key + "=acme", surfaceOtherKey + "=umbrella"}})
 	o := wireschema.Load(t)
 	su := &surface{t: t, base: s.URL(), key: key}
 	var err error
@@ -254,7 +272,7 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 }
 
 // TestDevRunSurfaceAcrossPauseResumeCancelAndFork drives a real run of the
-// node-graph fixture through `idemkit dev` (an immediate pause inside its
+// node-graph fixture through `idemkit dev` (on moto and dynalite) (an immediate pause inside its
 // wait, a resume, a second pause, a cancel of the paused run; then forks
 // of the cancelled run at every point of its log before its end, the
 // points right after run.paused and run.resumed among them, each
@@ -269,7 +287,15 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 // source's with its inherited run.paused folded as a no-op: the fork
 // executes, never paused.
 func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
-	su := newSurface(t)
+	// Moto (its stream drives the executor) and dynalite (no stream: dev's
+	// own feed does); DynamoDB Local drives it as moto does.
+	for _, kind := range []string{dynamotest.Moto, dynamotest.Dynalite} {
+		t.Run(kind, func(t *testing.T) { testRunSurfaceAcrossPauseResumeCancelAndFork(t, kind) })
+	}
+}
+
+func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
+	su := newSurface(t, kind)
 	resp, m, body := su.do("POST", "/runs", `{"workflowId":"conformance-replay-ordinal-loop","inputs":{"delayMs":60000}}`)
 	if resp.StatusCode != 201 {
 		t.Fatalf("createRun: %d %s", resp.StatusCode, body)
@@ -421,7 +447,7 @@ func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
 }
 
 // TestDevRunSurfaceOfWebhookRuns drives real webhook runs through `idemkit
-// dev` against a local receiver: one answered 503 with Retry-After twice
+// dev` (on moto, dynalite and DynamoDB Local) against a local receiver: one answered 503 with Retry-After twice
 // and then 200 (parked between tries, it completes), one answered 400 (it
 // fails), one answered 503 with a Retry-After of ten minutes (parked: paused,
 // resumed, paused again and cancelled while parked). Every read of each
@@ -431,6 +457,12 @@ func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
 // run.resumed paired; a failed run's snapshot error is its run.failed
 // event's error.
 func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
+	for _, kind := range surfaceEngines {
+		t.Run(kind, func(t *testing.T) { testRunSurfaceOfWebhookRuns(t, kind) })
+	}
+}
+
+func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
 	var mu sync.Mutex
 	tries := map[string]int{}
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -453,7 +485,7 @@ func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
 	}))
 	t.Cleanup(recv.Close)
 	key := "idk_surface_hook_0123456789"
-	s := startStack(t, devstack.Options{APIKeys: []string{key + "=acme"}, Settings: map[string]string{"WEBHOOK_ALLOW_LOOPBACK": "true"}})
+	s := startStackOn(t, kind, devstack.Options{APIKeys: []string{key + "=acme"}, Settings: map[string]string{"WEBHOOK_ALLOW_LOOPBACK": "true"}})
 	o := wireschema.Load(t)
 	su := &surface{t: t, base: s.URL(), key: key}
 	su.event, _ = o.Schema("run-event.schema.json")
