@@ -562,5 +562,13 @@ func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
 	if a.status != "cancelled" || a.types[len(a.types)-1] != "run.cancelled" {
 		t.Fatalf("parked: %s, log %v", a.status, a.types)
 	}
-	t.Logf("parked run's log: %v", a.types)
+	// Nothing was sent before the receiver's Retry-After came due, the
+	// resume's execution included (the next try's time is the effect
+	// record's).
+	mu.Lock()
+	sent := tries["/parked"]
+	mu.Unlock()
+	if sent != 1 {
+		t.Fatalf("the parked delivery was sent %d times, its Retry-After never due", sent)
+	}
 }
