@@ -273,7 +273,8 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 
 // TestDevRunSurfaceAcrossPauseResumeCancelAndFork drives a real run of the
 // node-graph fixture through `idemkit dev` (on moto and dynalite) (an immediate pause inside its
-// wait, a resume, a second pause, a cancel of the paused run; then forks
+// wait, a resume, a second pause letting the wait drain, a cancel of the
+// paused run, its held run.paused then shown before run.cancelled; then forks
 // of the cancelled run at every point of its log before its end, the
 // points right after run.paused and run.resumed among them, each
 // cancelled in turn) and checks, after every transition, what the run
@@ -356,13 +357,14 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":resume", `{}`); r.StatusCode != 409 || !strings.Contains(body, `"run_state_conflict"`) {
 		t.Fatalf("a resume of a running run: %d %s", r.StatusCode, body)
 	}
-	// The resumed wait restarts; pause it again and cancel it paused.
+	// The resumed wait restarts; pause it again, letting the wait drain
+	// (its run.paused is held until the node ends), and cancel it paused.
 	su.await(id, "the wait restarts", func(a pollAnswer) bool { return a.types[len(a.types)-1] == "node.started" && a.last > pausedAt+1 })
 	stable("restarted")
-	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":pause", `{"drainPolicy":"immediate"}`); r.StatusCode != 202 {
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":pause", `{"reason":"drain"}`); r.StatusCode != 202 {
 		t.Fatalf("second pause: %d %s", r.StatusCode, body)
 	}
-	su.await(id, "the second run.paused", func(a pollAnswer) bool { return count(a.types, "run.paused") == 2 })
+	su.await(id, "paused again", func(a pollAnswer) bool { return a.status == "paused" })
 	stable("paused again")
 	seen("paused again")
 	r, m, body := su.do("POST", "/runs/"+pathID(id)+"/cancel", `{"reason":"stop"}`)
@@ -372,8 +374,8 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 	a = su.await(id, "run.cancelled", func(a pollAnswer) bool { return a.status == "cancelled" })
 	stable("cancelled")
 	seen("cancelled")
-	if a.types[len(a.types)-1] != "run.cancelled" {
-		t.Fatalf("the log of the cancelled run ends with %v", a.types)
+	if n := len(a.types); a.types[n-1] != "run.cancelled" || a.types[n-2] != "run.paused" || count(a.types, "run.paused") != 2 {
+		t.Fatalf("the log of the run cancelled while paused: %v", a.types)
 	}
 	if r, _, body := su.do("POST", "/runs/"+pathID(id)+"/cancel", `{}`); r.StatusCode != 409 || !strings.Contains(body, `"run_terminal"`) {
 		t.Fatalf("a second cancel: %d %s", r.StatusCode, body)
