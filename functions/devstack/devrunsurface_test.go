@@ -406,6 +406,7 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 	} else {
 		r.Body.Close()
 	}
+	ended := map[string][]json.RawMessage{id: a.raw}
 	// Forks at every point of the log before its end, in both modes.
 	for from := int64(1); from < a.last; from++ {
 		for _, mode := range []string{"replay", "branch"} {
@@ -443,6 +444,20 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 			fa = su.await(child, "the fork is cancelled", func(x pollAnswer) bool { return x.status == "cancelled" })
 			if fa.types[len(fa.types)-1] != "run.cancelled" {
 				t.Fatalf("%s fork at %d: log %v", mode, from, fa.types)
+			}
+			ended[child] = fa.raw
+		}
+	}
+	// An ended run's log never changes, also once the executions it
+	// stopped (each notices at its next claim renewal) have returned.
+	for run, log := range ended {
+		now := su.pollAll(run).raw
+		if len(now) != len(log) {
+			t.Fatalf("run %s: %d events after it ended, %d now", run, len(log), len(now))
+		}
+		for i := range log {
+			if string(now[i]) != string(log[i]) {
+				t.Fatalf("run %s: event %d was %s, now %s", run, i, log[i], now[i])
 			}
 		}
 	}
