@@ -463,14 +463,18 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 	}
 }
 
-// TestDevRunSurfaceOfWebhookRuns drives real webhook runs through `idemkit
-// dev` (on moto, dynalite and DynamoDB Local) against a local receiver: one answered 503 with Retry-After twice
-// and then 200 (parked between tries, it completes), one answered 400 (it
-// fails), one answered 503 with a Retry-After of ten minutes (parked: paused,
-// resumed, paused again and cancelled while parked). Every read of each
-// (snapshot, poll, stream) is checked as in
-// TestDevRunSurfaceAcrossPauseResumeCancelAndFork: valid against the closed
-// schemas, sequences 0..n, one terminal event last, run.paused and
+// TestDevRunSurfaceOfWebhookRuns drives real runs that send through
+// `idemkit dev` (on moto, dynalite and DynamoDB Local) to a local
+// receiver: a webhook run answered 503 with Retry-After twice and then 200
+// (parked between tries, it completes), one answered 400 (it fails), one
+// answered 503 with a Retry-After of ten minutes (parked: paused, resumed,
+// paused again and cancelled while parked, nothing sent before the
+// Retry-After), and a node-graph run whose side-effecting node is answered
+// 400 (it fails; its retry is a run of its own that sends once; a replay
+// fork fails with the source's error and sends nothing; a branch sends
+// again). Every read of each (snapshot, poll, stream) is checked as in
+// TestDevRunSurfaceAcrossPauseResumeCancelAndFork: valid against the
+// closed schemas, sequences 0..n, one terminal event last, run.paused and
 // run.resumed paired; a failed run's snapshot error is its run.failed
 // event's error.
 func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
@@ -493,7 +497,7 @@ func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
 			w.WriteHeader(503)
 		case r.URL.Path == "/flaky":
 			w.WriteHeader(200)
-		case r.URL.Path == "/bad":
+		case r.URL.Path == "/bad" || r.URL.Path == "/bad-node":
 			w.WriteHeader(400)
 		default:
 			w.Header().Set("Retry-After", "600")
@@ -587,5 +591,59 @@ func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
 	mu.Unlock()
 	if sent != 1 {
 		t.Fatalf("the parked delivery was sent %d times, its Retry-After never due", sent)
+	}
+
+	// A node-graph run whose side-effecting node the receiver refuses: it
+	// fails; a retry is a new run with a log of its own; a replay fork
+	// fails as its source did and sends nothing; a branch sends again.
+	r, m, body := su.do("POST", "/runs", fmt.Sprintf(`{"workflowId":"conformance-replay-ordinal-loop","inputs":{"delayMs":0,"url":%q}}`, recv.URL+"/bad-node"))
+	if r.StatusCode != 201 {
+		t.Fatalf("createRun: %d %s", r.StatusCode, body)
+	}
+	failed := m["runId"].(string)
+	a = su.await(failed, "the refused node fails the run", ended)
+	fsnap, _ := su.get(failed)
+	if a.status != "failed" || count(a.types, "node.failed") != 1 || a.types[len(a.types)-1] != "run.failed" {
+		t.Fatalf("failed graph run: %s, log %v", a.status, a.types)
+	}
+	sentTo := func(path string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return tries[path]
+	}
+	before := sentTo("/bad-node")
+	r, m, body = su.do("POST", "/runs/"+pathID(failed)+"/retry", "")
+	if r.StatusCode != 201 {
+		t.Fatalf("retry: %d %s", r.StatusCode, body)
+	}
+	ra := su.await(m["runId"].(string), "the retry fails", ended)
+	if ra.status != "failed" || ra.types[0] != "run.started" {
+		t.Fatalf("retry: %s, log %v", ra.status, ra.types)
+	}
+	if sentTo("/bad-node") != before+1 {
+		t.Fatalf("the retry sent %d times", sentTo("/bad-node")-before)
+	}
+	before = sentTo("/bad-node")
+	r, m, body = su.do("POST", "/runs/"+pathID(failed)+":fork", `{"mode":"replay","fromSeq":1}`)
+	if r.StatusCode != 201 {
+		t.Fatalf("replay fork: %d %s", r.StatusCode, body)
+	}
+	replay := m["runId"].(string)
+	pa := su.await(replay, "the replay ends", ended)
+	psnap, _ := su.get(replay)
+	pe, _ := json.Marshal(psnap["error"])
+	fe, _ := json.Marshal(fsnap["error"])
+	if pa.status != "failed" || string(pe) != string(fe) {
+		t.Fatalf("replay of a failed run: %s %s (the source's %s), log %v", pa.status, pe, fe, pa.types)
+	}
+	if sentTo("/bad-node") != before {
+		t.Fatalf("the replay fork sent %d times", sentTo("/bad-node")-before)
+	}
+	r, m, body = su.do("POST", "/runs/"+pathID(failed)+":fork", `{"mode":"branch","fromSeq":1}`)
+	if r.StatusCode != 201 {
+		t.Fatalf("branch fork: %d %s", r.StatusCode, body)
+	}
+	if ba := su.await(m["runId"].(string), "the branch ends", ended); ba.status != "failed" || sentTo("/bad-node") != before+1 {
+		t.Fatalf("branch of a failed run: %s, sent %d, log %v", ba.status, sentTo("/bad-node")-before, ba.types)
 	}
 }
