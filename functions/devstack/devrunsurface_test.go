@@ -476,7 +476,9 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 // TestDevRunSurfaceAcrossPauseResumeCancelAndFork: valid against the
 // closed schemas, sequences 0..n, one terminal event last, run.paused and
 // run.resumed paired; a failed run's snapshot error is its run.failed
-// event's error.
+// event's error. Runs ended by a breached runTimeoutMs or
+// maxLoopIterations fail with run_timeout or loop_limit_exceeded, after a
+// cap.breached of the cap's kind.
 func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
 	for _, kind := range surfaceEngines {
 		t.Run(kind, func(t *testing.T) { testRunSurfaceOfWebhookRuns(t, kind) })
@@ -495,7 +497,7 @@ func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
 		case r.URL.Path == "/flaky" && n <= 2:
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(503)
-		case r.URL.Path == "/flaky":
+		case r.URL.Path == "/flaky" || r.URL.Path == "/ok":
 			w.WriteHeader(200)
 		case r.URL.Path == "/bad" || r.URL.Path == "/bad-node":
 			w.WriteHeader(400)
@@ -645,5 +647,36 @@ func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
 	}
 	if ba := su.await(m["runId"].(string), "the branch ends", ended); ba.status != "failed" || sentTo("/bad-node") != before+1 {
 		t.Fatalf("branch of a failed run: %s, sent %d, log %v", ba.status, sentTo("/bad-node")-before, ba.types)
+	}
+
+	// Runs a breached cap ends: failed with the cap's code, after a
+	// cap.breached of its kind, the snapshot's error run.failed's.
+	for _, c := range []struct {
+		delayMs         int
+		run, code, kind string
+	}{
+		{60000, `{"version":1,"run":{"runTimeoutMs":500}}`, "run_timeout", "run-duration"},
+		{0, `{"version":1,"run":{"maxLoopIterations":1}}`, "loop_limit_exceeded", "loop-iterations"},
+	} {
+		r, m, body := su.do("POST", "/runs", fmt.Sprintf(`{"workflowId":"conformance-replay-ordinal-loop","inputs":{"delayMs":%d,"url":%q},"configurable":%s}`,
+			c.delayMs, recv.URL+"/ok", c.run))
+		if r.StatusCode != 201 {
+			t.Fatalf("createRun: %d %s", r.StatusCode, body)
+		}
+		id := m["runId"].(string)
+		x := su.await(id, c.code, ended)
+		snap, _ := su.get(id)
+		e, _ := snap["error"].(map[string]any)
+		n := len(x.types)
+		if x.status != "failed" || e["code"] != c.code || x.types[n-1] != "run.failed" || x.types[n-2] != "cap.breached" {
+			t.Fatalf("%s: %s %v, log %v", c.code, x.status, snap["error"], x.types)
+		}
+		var cb struct {
+			Payload struct{ Kind string } `json:"payload"`
+		}
+		_ = json.Unmarshal(x.raw[n-2], &cb)
+		if cb.Payload.Kind != c.kind {
+			t.Fatalf("%s: cap.breached %s", c.code, x.raw[n-2])
+		}
 	}
 }
