@@ -234,6 +234,15 @@ func count(types []string, typ string) int {
 // frame's data valid against the event schema.
 func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []string) {
 	su.t.Helper()
+	ids, types, err := su.readSSE(id, query, lastEventID)
+	if err != nil {
+		su.t.Fatal(err)
+	}
+	return ids, types
+}
+
+// readSSE is sse for a goroutine: it reports what is wrong as an error.
+func (su *surface) readSSE(id, query, lastEventID string) (ids []int64, types []string, err error) {
 	req, _ := http.NewRequest("GET", su.base+"/runs/"+pathID(id)+"/events"+query, nil)
 	req.Header.Set("Authorization", testutil.Bearer(su.key))
 	if lastEventID != "" {
@@ -241,12 +250,12 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		su.t.Fatal(err)
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(resp.Body)
-		su.t.Fatalf("stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		return nil, nil, fmt.Errorf("stream: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -256,19 +265,19 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 		case strings.HasPrefix(line, "id: "):
 			n, err := strconv.ParseInt(line[4:], 10, 64)
 			if err != nil {
-				su.t.Fatalf("frame id %q", line)
+				return nil, nil, fmt.Errorf("frame id %q", line)
 			}
 			ids = append(ids, n)
 		case strings.HasPrefix(line, "data: "):
 			if err := wireschema.Validate(su.event, []byte(line[6:])); err != nil {
-				su.t.Fatalf("frame data: %v\n%s", err, line)
+				return nil, nil, fmt.Errorf("frame data: %v\n%s", err, line)
 			}
 			var e struct{ Type string }
 			_ = json.Unmarshal([]byte(line[6:]), &e)
 			types = append(types, e.Type)
 		}
 	}
-	return ids, types
+	return ids, types, sc.Err()
 }
 
 // TestDevRunSurfaceAcrossPauseResumeCancelAndFork drives a real run of the
@@ -283,8 +292,9 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 // with the earlier one's, byte for byte), one terminal event last,
 // run.paused and run.resumed paired, the snapshot's status the poll's, an
 // ETag that changes on every observable transition with a 304 for
-// If-None-Match, the Last-Event-ID and afterSequence cursors at and past
-// the end, another tenant's read refused, and a fork's prefix the
+// If-None-Match, a debug stream held open from the start carrying each
+// event once in order and closing by itself after run.cancelled, the
+// Last-Event-ID and afterSequence cursors at and past the end, another tenant's read refused, and a fork's prefix the
 // source's with its inherited run.paused folded as a no-op: the fork
 // executes, never paused.
 func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
@@ -302,6 +312,19 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 		t.Fatalf("createRun: %d %s", resp.StatusCode, body)
 	}
 	id := m["runId"].(string)
+	// A debug stream held open from the start: through every transition
+	// below it carries each event once, in order, and closes by itself
+	// after run.cancelled.
+	type streamed struct {
+		ids   []int64
+		types []string
+		err   error
+	}
+	held := make(chan streamed, 1)
+	go func() {
+		ids, types, err := su.readSSE(id, "?streamMode=debug", "")
+		held <- streamed{ids, types, err}
+	}()
 	etags := map[string]string{}
 	seen := func(state string) {
 		t.Helper()
@@ -387,6 +410,17 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 	}
 	// Streams of the ended run: the whole log in debug mode; after its
 	// last event, no frame; after an event in the middle, the rest.
+	select {
+	case h := <-held:
+		if h.err != nil {
+			t.Fatalf("the held stream: %v", h.err)
+		}
+		if strings.Join(h.types, ",") != strings.Join(a.types, ",") || len(h.ids) != len(a.types) || h.ids[len(h.ids)-1] != a.last {
+			t.Fatalf("the stream held through the run: ids %v types %v; the log %v", h.ids, h.types, a.types)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the stream held open never closed after run.cancelled")
+	}
 	ids, types := su.sse(id, "?streamMode=debug", "")
 	if len(ids) != len(a.types) || strings.Join(types, ",") != strings.Join(a.types, ",") {
 		t.Fatalf("debug stream %v %v, the log %v", ids, types, a.types)
