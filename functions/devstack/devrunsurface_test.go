@@ -241,7 +241,9 @@ func (su *surface) sse(id, query, lastEventID string) (ids []int64, types []stri
 	return ids, types
 }
 
-// readSSE is sse for a goroutine: it reports what is wrong as an error.
+// readSSE is sse for a goroutine: it reports what is wrong as an error. A
+// values stream's frames are snapshots, checked against getRun's schema;
+// types then holds each one's status.
 func (su *surface) readSSE(id, query, lastEventID string) (ids []int64, types []string, err error) {
 	req, _ := http.NewRequest("GET", su.base+"/runs/"+pathID(id)+"/events"+query, nil)
 	req.Header.Set("Authorization", testutil.Bearer(su.key))
@@ -268,6 +270,14 @@ func (su *surface) readSSE(id, query, lastEventID string) (ids []int64, types []
 				return nil, nil, fmt.Errorf("frame id %q", line)
 			}
 			ids = append(ids, n)
+		case strings.HasPrefix(line, "data: ") && strings.Contains(query, "values"):
+			// A state.snapshot: the run snapshot; types gets its status.
+			if err := wireschema.Validate(su.snapshot, []byte(line[6:])); err != nil {
+				return nil, nil, fmt.Errorf("snapshot frame: %v\n%s", err, line)
+			}
+			var snap struct{ Status string }
+			_ = json.Unmarshal([]byte(line[6:]), &snap)
+			types = append(types, snap.Status)
 		case strings.HasPrefix(line, "data: "):
 			if err := wireschema.Validate(su.event, []byte(line[6:])); err != nil {
 				return nil, nil, fmt.Errorf("frame data: %v\n%s", err, line)
@@ -293,7 +303,8 @@ func (su *surface) readSSE(id, query, lastEventID string) (ids []int64, types []
 // run.paused and run.resumed paired, the snapshot's status the poll's, an
 // ETag that changes on every observable transition with a 304 for
 // If-None-Match, a debug stream held open from the start carrying each
-// event once in order and closing by itself after run.cancelled, the
+// event once in order and closing by itself after run.cancelled (and a
+// values stream's snapshots, ids rising, the last the cancelled run's), the
 // Last-Event-ID and afterSequence cursors at and past the end, another tenant's read refused, and a fork's prefix the
 // source's with its inherited run.paused folded as a no-op: the fork
 // executes, never paused.
@@ -320,10 +331,14 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 		types []string
 		err   error
 	}
-	held := make(chan streamed, 1)
+	held, values := make(chan streamed, 1), make(chan streamed, 1)
 	go func() {
 		ids, types, err := su.readSSE(id, "?streamMode=debug", "")
 		held <- streamed{ids, types, err}
+	}()
+	go func() {
+		ids, types, err := su.readSSE(id, "?streamMode=values", "")
+		values <- streamed{ids, types, err}
 	}()
 	etags := map[string]string{}
 	seen := func(state string) {
@@ -420,6 +435,24 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 		}
 	case <-time.After(2 * time.Minute):
 		t.Fatal("the stream held open never closed after run.cancelled")
+	}
+	// The values stream: snapshots with rising ids, the last one the
+	// cancelled run's at its last sequence.
+	select {
+	case v := <-values:
+		if v.err != nil {
+			t.Fatalf("the values stream: %v", v.err)
+		}
+		for i := 1; i < len(v.ids); i++ {
+			if v.ids[i] <= v.ids[i-1] {
+				t.Fatalf("values stream ids %v", v.ids)
+			}
+		}
+		if n := len(v.ids); n == 0 || v.ids[n-1] != a.last || v.types[n-1] != "cancelled" {
+			t.Fatalf("values stream: ids %v statuses %v; the log ends at %d", v.ids, v.types, a.last)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the values stream never closed after run.cancelled")
 	}
 	ids, types := su.sse(id, "?streamMode=debug", "")
 	if len(ids) != len(a.types) || strings.Join(types, ",") != strings.Join(a.types, ",") {
