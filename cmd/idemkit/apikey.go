@@ -171,7 +171,11 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return 1
 	}
 	// The key is shown once; only its SHA-256 hash is stored.
-	fmt.Fprintln(stdout, key)
+	if err := printOnce(stdout, key); err != nil {
+		fmt.Fprintf(stderr, "idemkit apikey create: the key was stored for tenant %s but could not be printed (%v), and it is shown nowhere else: revoke it (idemkit apikey revoke --hash %s, with this command's --table, --endpoint, --region) and create another\n",
+			*tenant, err, apikeys.HashKey(key))
+		return 1
+	}
 	return 0
 }
 

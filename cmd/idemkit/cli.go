@@ -76,7 +76,7 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	fs.Usage = func() {} // the flag package calls it on -h and after its error line
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
-	empty := refuseEmpty(fs)
+	empty, twice := refuseEmpty(fs)
 	var err error
 	if interspersed {
 		pos, err = parseInterspersed(fs, args)
@@ -98,6 +98,9 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	case err != nil && *empty != "":
 		fs.SetOutput(stderr)
 		return nil, usageError(fs, stderr, "empty value for --%s: give a value, or leave the flag out", *empty), true
+	case err != nil && *twice != "":
+		fs.SetOutput(stderr)
+		return nil, usageError(fs, stderr, "--%s is given twice: it takes one value; give it once", *twice), true
 	case err != nil:
 		fs.SetOutput(stderr)
 		line := "idemkit " + fs.Name() + ": " + flagDashes.Replace(hideSecretValue(strings.TrimSuffix(buf.String(), "\n")))
@@ -179,26 +182,45 @@ var emptyAllowed = map[string]bool{"prefix": true, "table-prefix": true}
 
 // refuseEmpty makes every flag of fs but emptyAllowed refuse an empty value
 // (`--region ""`, `--note=`): a flag given is never silently its default.
-// The name of the flag refused is put in *name; parseFlags says it.
-func refuseEmpty(fs *flag.FlagSet) (name *string) {
-	name = new(string)
+// It also makes every flag whose help does not say it may be repeated
+// (repeatable) refuse a second value (`--as delivered --as not-delivered`,
+// `--tenant a --tenant b`): the flag package would silently take the last,
+// which a command line edited from the history or a wrapper script's preset
+// flag turns into the opposite of what the operator read (RED_TEAM 540).
+// The name of the flag refused is put in *empty or *twice; parseFlags says
+// it.
+func refuseEmpty(fs *flag.FlagSet) (empty, twice *string) {
+	empty, twice = new(string), new(string)
 	fs.VisitAll(func(f *flag.Flag) {
-		if !emptyAllowed[f.Name] {
-			f.Value = nonEmpty{Value: f.Value, name: f.Name, refused: name}
-		}
+		f.Value = nonEmpty{Value: f.Value, name: f.Name, allowEmpty: emptyAllowed[f.Name],
+			once: !repeatable(f), set: new(bool), refused: empty, twice: twice}
 	})
-	return name
+	return empty, twice
 }
 
-// nonEmpty is a flag's Value that refuses the empty string.
+// repeatable reports whether f takes more than one value: its help says so
+// ("(repeatable)", "repeat for a second tenant").
+func repeatable(f *flag.Flag) bool { return strings.Contains(f.Usage, "repeat") }
+
+// nonEmpty is a flag's Value that refuses the empty string (unless
+// allowEmpty) and, when once, a second value.
 type nonEmpty struct {
 	flag.Value
-	name    string
-	refused *string
+	name       string
+	allowEmpty bool
+	once       bool
+	set        *bool
+	refused    *string
+	twice      *string
 }
 
 func (v nonEmpty) Set(s string) error {
-	if s == "" {
+	if v.once && *v.set {
+		*v.twice = v.name
+		return errors.New("given twice")
+	}
+	*v.set = true
+	if s == "" && !v.allowEmpty {
 		*v.refused = v.name
 		return errors.New("empty value")
 	}

@@ -22,6 +22,9 @@ import (
 // Up to four parallel tests run at once: they are conform runs, which
 // mostly wait out their scenarios' deliberate delays.
 func TestMain(m *testing.M) {
+	if os.Getenv(envRunAsCLI) == "1" { // the test binary as the idemkit binary (runAsCLI)
+		main()
+	}
 	os.Setenv(envSupervised, "0")
 	testutil.WaitingParallel(4)
 	dynamotest.Main(m)

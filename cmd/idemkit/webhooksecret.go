@@ -190,7 +190,14 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 	}
 	if given == "" {
 		// A new secret is shown once, here, and nowhere else.
-		fmt.Fprintln(stdout, rot.Secret)
+		if err := printOnce(stdout, rot.Secret); err != nil {
+			msg := fmt.Sprintf("idemkit webhook secret rotate: a new secret was written for tenant %s, and signs its deliveries from at most a minute on, but could not be printed (%v), and it is shown nowhere else", *tenant, err)
+			if !rot.PreviousUntil.IsZero() {
+				msg += "; the previous one signs too until " + rot.PreviousUntil.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintln(stderr, msg+": run the rotation again and hand the receiver the secret it prints")
+			return 1
+		}
 	}
 	if rot.PreviousUntil.IsZero() && len(rot.Earlier) == 0 {
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret alone from at most a minute on\n", *tenant)

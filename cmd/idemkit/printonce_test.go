@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// envRunAsCLI makes the test binary run main() (TestMain), as the idemkit
+// binary would: runAsCLI.
+const envRunAsCLI = "IDEMKIT_TEST_RUN_AS_CLI"
+
+// failingStdout is a stdout every write to which fails, as a full disk
+// does (`> key.txt`).
+type failingStdout struct{}
+
+func (failingStdout) Write([]byte) (int, error) {
+	return 0, errors.New("write key.txt: no space left on device")
+}
+
+var keyHash = regexp.MustCompile(`key#[0-9a-f]{64}`)
+
+// TestKeyOrSecretNotPrintedIsAFailure: `apikey create` and `webhook secret
+// rotate` whose one print of the key or secret fails (a full disk, stdout
+// closed) exited 0 without a word: the key stored and the secret signing,
+// both shown nowhere (RED_TEAM 541). Now they exit 1 and say so on stderr
+// (never the key or secret): create names the hash that revokes the key,
+// and the revoke it names works; rotate says the new secret signs and to
+// rotate again, which then keeps it in its grace (it was written). Run on
+// moto.
+func TestKeyOrSecretNotPrintedIsAFailure(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	prefix := fmt.Sprintf("po%d-", time.Now().UnixNano())
+	table := prefix + "ApiKeysTable"
+	if code := run(ctx, []string{"tables", "create", "--only", "api-keys", "--prefix", prefix, "--endpoint", e.Endpoint}, &bytes.Buffer{}, &bytes.Buffer{}); code != 0 {
+		t.Fatal("tables create failed")
+	}
+	var errb bytes.Buffer
+	code := run(ctx, []string{"apikey", "create", "--tenant", "acme", "--endpoint", e.Endpoint, "--table", table}, failingStdout{}, &errb)
+	hash := keyHash.FindString(errb.String())
+	if code != 1 || hash == "" || !strings.Contains(errb.String(), "no space left on device") || strings.Contains(errb.String(), "idk_") {
+		t.Fatalf("apikey create, its print failing: exit %d stderr %q; want 1, the write's error and the hash that revokes the key, not the key", code, errb.String())
+	}
+	var out bytes.Buffer
+	errb.Reset()
+	if code := run(ctx, []string{"apikey", "revoke", "--hash", hash, "--endpoint", e.Endpoint, "--table", table}, &out, &errb); code != 0 || out.String() != "revoked "+hash+" (tenant acme)\n" {
+		t.Fatalf("the revoke named: exit %d stdout %q stderr %q; want the key it stored revoked", code, out.String(), errb.String())
+	}
+
+	errb.Reset()
+	code = run(ctx, []string{"webhook", "secret", "rotate", "--tenant", "acme", "--endpoint", e.Endpoint, "--table", table}, failingStdout{}, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "could not be printed") || !strings.Contains(errb.String(), "run the rotation again") || strings.Contains(errb.String(), "whsec_") {
+		t.Fatalf("webhook secret rotate, its print failing: exit %d stderr %q; want 1, what was written and what to do, not the secret", code, errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(ctx, []string{"webhook", "secret", "rotate", "--tenant", "acme", "--endpoint", e.Endpoint, "--table", table}, &out, &errb); code != 0 ||
+		!strings.HasPrefix(out.String(), "whsec_") || !strings.Contains(errb.String(), "previous one too until") {
+		t.Fatalf("the rotation again: exit %d stdout %q stderr %q; want a secret printed, the one not printed kept in its grace", code, out.String(), errb.String())
+	}
+
+	// The binary itself, its stdout a pipe whose reader is gone (`| true`):
+	// it died of SIGPIPE at the print, without a word.
+	pipeGone := func(args ...string) (int, string) {
+		t.Helper()
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+		defer w.Close()
+		cmd := exec.Command(os.Args[0], append(args, "--endpoint", e.Endpoint, "--table", table)...)
+		cmd.Env = append(os.Environ(), envRunAsCLI+"=1")
+		cmd.Stdout = w
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err = cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	if code, stderr := pipeGone("apikey", "create", "--tenant", "acme"); code != 1 || !keyHash.MatchString(stderr) || !strings.Contains(stderr, "broken pipe") {
+		t.Errorf("apikey create | (reader gone): exit %d stderr %q; want 1 and the hash that revokes the key", code, stderr)
+	}
+	if code, stderr := pipeGone("webhook", "secret", "rotate", "--tenant", "acme"); code != 1 || !strings.Contains(stderr, "could not be printed") {
+		t.Errorf("webhook secret rotate | (reader gone): exit %d stderr %q; want 1 and what was written", code, stderr)
+	}
+}
