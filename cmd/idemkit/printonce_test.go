@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -96,5 +98,44 @@ func TestKeyOrSecretNotPrintedIsAFailure(t *testing.T) {
 	}
 	if code, stderr := pipeGone("webhook", "secret", "rotate", "--tenant", "acme"); code != 1 || !strings.Contains(stderr, "could not be printed") {
 		t.Errorf("webhook secret rotate | (reader gone): exit %d stderr %q; want 1 and what was written", code, stderr)
+	}
+}
+
+// TestInterruptedAPIKeyCreateNamesTheHash: Ctrl-C while `apikey create`'s
+// write waits for its answer said "the write may have been applied; look
+// before running the command again", but the key is shown nowhere and
+// nothing names what to look for: a key stored so stayed a working
+// credential no one could find (RED_TEAM 542). Now the line names the hash
+// that revokes it, never the key (exit 1). The engine here signals when
+// the write arrives and never answers; the test's cancel is the Ctrl-C.
+func TestInterruptedAPIKeyCreateNamesTheHash(t *testing.T) {
+	fakeAWSCredentials(t)
+	arrived, stop := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer srv.Close()
+	defer close(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"apikey", "create", "--tenant", "acme", "--endpoint", srv.URL}, &out, &errb)
+	}()
+	<-arrived
+	cancel()
+	code := <-done
+	msg := errb.String()
+	if code != 1 || out.Len() != 0 || !strings.Contains(msg, "interrupted before it was answered") ||
+		!regexp.MustCompile(`idemkit apikey revoke --hash key#[0-9a-f]{64}`).MatchString(msg) || strings.Contains(msg, "idk_") {
+		t.Fatalf("apikey create interrupted: exit %d stdout %q stderr %q; want 1 and the hash that revokes the key, not the key", code, out.String(), msg)
 	}
 }
