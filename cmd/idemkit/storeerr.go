@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/internal/awserr"
@@ -153,7 +154,11 @@ func unlabelled(msg string) string {
 // --endpoint), from the default AWS configuration; an error loading it is
 // said for a user (awsConfigError).
 func awsClient(ctx context.Context) (*dynamodb.Client, error) {
-	c, err := kit.NewDynamoClient(ctx, "")
+	// The SDK's own log lines ("SDK 2026/12/07 ... WARN falling back to
+	// IMDSv1: ...", where the instance metadata refuses a token) go to the
+	// process's stderr beside the command's one line: its failures are said
+	// in the command's words (RED_TEAM 543).
+	c, err := kit.NewDynamoClient(ctx, "", config.WithLogger(logging.Nop{}))
 	if err != nil {
 		return nil, awsConfigError(err)
 	}

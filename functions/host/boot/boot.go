@@ -47,9 +47,10 @@ func Getenv(name string) string { return os.Getenv(name) }
 // validation is off: DynamoDB Local sends a wrong CRC32 header with every
 // error response (every replay), and the SDK would log a checksum warning
 // for each; the check guards the wire to AWS. Its retryer is the one the
-// client resolves, which also retries TransactionConflictException.
-func DynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+// client resolves, which also retries TransactionConflictException. opts
+// are applied to the configuration's loading (the CLI's quiet logger).
+func DynamoClient(ctx context.Context, endpoint string, opts ...func(*config.LoadOptions) error) (*dynamodb.Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("host: AWS config: %w", err)
 	}
