@@ -176,7 +176,7 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
 			return 1
 		}
-		return usageError(fs, stderr, "%s", settingError(err, conform.ErrConfig))
+		return usageError(fs, stderr, "%s", conformSettingError(err))
 	}
 	_, failed := conform.Write(stdout, results)
 	if failed > 0 && refusedEverywhere(results) {
@@ -205,4 +205,27 @@ func refusedEverywhere(results []conform.Result) bool {
 		}
 	}
 	return ran > 0
+}
+
+// conformSettings name the flag of each setting the checker refuses, by
+// the start of its refusal (RED_TEAM 544).
+var conformSettings = []struct{ prefix, flag string }{
+	{"the body ", "body"}, {"the slow body ", "slow-body"}, {"GET path ", "get"},
+	{"route ", "route"}, {"other route ", "other-route"}, {"test route ", "test-route"}, {"retry route ", "retry-route"},
+	{"profile ", "profile"}, {"scope part ", "scope-key"}, {"the scope key ", "scope-key"}, {"empty API key for scope part ", "scope-key"},
+	{"at most two API keys", "api-key"}, {"the second API key ", "api-key"},
+}
+
+// conformSettingError says a configuration the checker refuses as every
+// usage error is said, naming the flag ("--body: the body must be a JSON
+// object"), not as "invalid setting: ..." (settingError), which left the
+// operator to guess which of the command's bodies or routes it meant.
+func conformSettingError(err error) string {
+	msg := strings.TrimPrefix(settingError(err, conform.ErrConfig), "invalid setting: ")
+	for _, s := range conformSettings {
+		if strings.HasPrefix(msg, s.prefix) {
+			return "--" + s.flag + ": " + msg
+		}
+	}
+	return "invalid setting: " + msg
 }

@@ -93,7 +93,7 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		{[]string{"conform", "--api-key", "k", "--timeout", "0s", "http://127.0.0.1:9"}, "idemkit conform: --timeout 0s: want a positive duration"},
 		// A configuration the checker refuses: what is wrong, without the
 		// names of the packages the error went through.
-		{[]string{"conform", "--api-key", "a", "--api-key", "b", "--api-key", "c", "http://127.0.0.1:9"}, "idemkit conform: invalid setting: at most two API keys"},
+		{[]string{"conform", "--api-key", "a", "--api-key", "b", "--api-key", "c", "http://127.0.0.1:9"}, "idemkit conform: --api-key: at most two API keys"},
 		// The URL is named as every usage error names its argument, with
 		// what it accepts.
 		{[]string{"conform", "--api-key", "k", "--profile", "sap", "http://127.0.0.1:9"}, `idemkit conform: --profile "sap": want openwop, commerce or erp`},
@@ -101,8 +101,8 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		// One credential given twice, as the second tenant's or a scope
 		// part's: the scenario it enables would fail the API for the
 		// caller's own mistake.
-		{[]string{"conform", "--api-key", "k1", "--api-key", "k1", "http://127.0.0.1:9"}, "idemkit conform: invalid setting: the second API key is the first one"},
-		{[]string{"conform", "--profile", "commerce", "--api-key", "k1", "--scope-key", "worker=k1", "http://127.0.0.1:9"}, `idemkit conform: invalid setting: the scope key of part "worker" is the first API key`},
+		{[]string{"conform", "--api-key", "k1", "--api-key", "k1", "http://127.0.0.1:9"}, "idemkit conform: --api-key: the second API key is the first one"},
+		{[]string{"conform", "--profile", "commerce", "--api-key", "k1", "--scope-key", "worker=k1", "http://127.0.0.1:9"}, `idemkit conform: --scope-key: the scope key of part "worker" is the first API key`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
