@@ -96,6 +96,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !tableNameOK(strings.TrimSpace(n)) {
 			return errors.New(tableNameRule)
 		}
+		if _, dup := names[id]; dup { // the last would silently win (RED_TEAM 545)
+			return fmt.Errorf("%s is given twice: name each table once", id)
+		}
 		names[id] = strings.TrimSpace(n)
 		return nil
 	})
@@ -105,6 +108,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		k, val, ok := strings.Cut(v, "=")
 		if !ok || strings.TrimSpace(k) == "" {
 			return errors.New("want NAME=VALUE, a parameter of the template, e.g. CrossRegion=fenced-effects")
+		}
+		if _, dup := params[strings.TrimSpace(k)]; dup { // the last would silently win (RED_TEAM 545)
+			return fmt.Errorf("%s is given twice: give each parameter once", strings.TrimSpace(k))
 		}
 		params[strings.TrimSpace(k)] = val
 		return nil

@@ -77,3 +77,28 @@ func countNonCommand(cmd []string) int {
 	}
 	return 0
 }
+
+// TestDoctorKeyGivenTwiceIsUsageError: doctor's repeatable --table and
+// --parameter took the last of two values for one table or parameter
+// without a word (`--table IdempotencyTable=a --table IdempotencyTable=b`
+// checked b; `--parameter CrossRegion=single-region --parameter
+// CrossRegion=fenced-effects` compared with fenced-effects), as --attr
+// already refuses (RED_TEAM 545). Now a usage error naming the flag and
+// the table or parameter, exit 2.
+func TestDoctorKeyGivenTwiceIsUsageError(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--table", "IdempotencyTable=orders-idem", "--table", "idempotency=orders-other"}, `idemkit doctor: invalid value "idempotency=orders-other" for flag --table: IdempotencyTable is given twice`},
+		{[]string{"--parameter", "CrossRegion=single-region", "--parameter", "CrossRegion=fenced-effects"}, `idemkit doctor: invalid value "CrossRegion=fenced-effects" for flag --parameter: CrossRegion is given twice`},
+	} {
+		args := append(append([]string{"doctor"}, c.args...), "--endpoint", "http://127.0.0.1:1")
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], c.want) {
+			t.Errorf("idemkit %q: exit %d stdout %q stderr %q; want exit 2 and %q", args, code, out.String(), errb.String(), c.want)
+		}
+	}
+}
