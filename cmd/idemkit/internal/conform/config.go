@@ -309,10 +309,12 @@ func (c Config) resolve() (*resolved, error) {
 	if c.ModeHeader == "" {
 		c.ModeHeader = DefaultModeHeader
 	}
-	for name, b := range map[string]string{"body": c.Body, "slow body": c.SlowBody} {
+	// The body first: the slow body defaults to it, and a refusal names
+	// the flag the operator gave (RED_TEAM 544).
+	for _, b := range []struct{ name, v string }{{"body", c.Body}, {"slow body", c.SlowBody}} {
 		var obj map[string]any
-		if err := json.Unmarshal([]byte(b), &obj); err != nil || obj == nil {
-			return nil, fmt.Errorf("%w: the %s must be a JSON object", ErrConfig, name)
+		if err := json.Unmarshal([]byte(b.v), &obj); err != nil || obj == nil {
+			return nil, fmt.Errorf("%w: the %s must be a JSON object", ErrConfig, b.name)
 		}
 	}
 	if c.GetPath == "" {
