@@ -1360,7 +1360,7 @@ func yamlScalarsOf(n *yaml.Node) []*yaml.Node {
 	return out
 }
 
-// TestEveryAlarmCanFireInItsStack (RED_TEAM 501): in each posture of a
+// TestEveryAlarmCanFireInItsStack (RED_TEAM 399): in each posture of a
 // home stack, every alarm the stack deploys watches at least one series
 // something in that stack can write: a table one of its roles calls (the
 // fence table is called under fenced-effects only), or a metric the code
@@ -1481,7 +1481,7 @@ func userDocs(t *testing.T) map[string]string {
 	return out
 }
 
-// TestEveryEmittedMetricIsDocumented (RED_TEAM 500): every metric the code
+// TestEveryEmittedMetricIsDocumented (RED_TEAM 398): every metric the code
 // writes (readEmitted) is named in a document an operator reads, and that
 // document names each of its dimensions too (as `name`), so a series found
 // in CloudWatch, on the dashboard or in an alarm can be looked up.
@@ -1844,7 +1844,7 @@ func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
 func TestOneStuckRecordReachesTheRestoreFailuresAlarms(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	// StreamMaxRetries' least value: the least whole number its
-	// AllowedPattern takes (a String parameter, RED_TEAM 503).
+	// AllowedPattern takes (a String parameter, RED_TEAM 401).
 	retries := tp.params["StreamMaxRetries"]
 	pat, err := regexp.Compile(`^(?:` + get(retries, "AllowedPattern").Value + `)$`)
 	if err != nil {

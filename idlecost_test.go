@@ -131,7 +131,7 @@ func TestIdleCostIsTheTemplates(t *testing.T) {
 	if price := fmt.Sprintf("about $%.2f;", float64(metrics)/10); !strings.Contains(strings.Join(strings.Fields(doc), " "), price) {
 		t.Errorf("docs/DEPLOYING.md's idle cost does not say %q ($0.10 a month a metric)", price)
 	}
-	// The table of alarms per posture (RED_TEAM 501): each row is what
+	// The table of alarms per posture (RED_TEAM 399): each row is what
 	// the template deploys with those parameters.
 	replica := map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1",
 		"ExistingIdempotencyTable": "idem", "ExistingEffectsTable": "effects", "ExistingFenceTable": "fence", "ExistingRunsTable": "runs",

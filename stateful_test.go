@@ -102,7 +102,7 @@ func TestEveryFunctionLogsIntoItsDeclaredGroup(t *testing.T) {
 	}
 }
 
-// TestWhatIsKeptCoversEveryStore (RED_TEAM 502): DEPLOYING.md's "What is
+// TestWhatIsKeptCoversEveryStore (RED_TEAM 400): DEPLOYING.md's "What is
 // kept, and for how long" has a row for every resource of the stack that
 // keeps what its functions wrote: each table, the stream failure queue
 // (with the days the template keeps a message: unread, it is then gone and

@@ -16,7 +16,7 @@ var redTeamNumber = regexp.MustCompile(`RED_TEAM \d+`)
 // the performance history, a log of the work) state a behaviour's reason
 // in words and link a finding by its page and heading, never by its bare
 // number, which means nothing to a reader and changes when findings are
-// renumbered (RED_TEAM 466: docs/SECURITY.md gave three such numbers as its
+// renumbered (RED_TEAM 395: docs/SECURITY.md gave three such numbers as its
 // reasons).
 func TestUserDocsGiveReasonsNotFindingNumbers(t *testing.T) {
 	files := []string{"README.md", filepath.Join("functions", "README.md")}

@@ -271,7 +271,7 @@ func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *req
 			// does): the handler bailed out on it (the idiom for an ended
 			// request context), not an empty 200 to replay to every
 			// retry: the context's error, its record released (a hang-up
-			// answered 499: RED_TEAM 528).
+			// answered 499: RED_TEAM 411).
 			return nil, err
 		}
 		if rec.status == 0 {
@@ -282,7 +282,7 @@ func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *req
 			// A copy that broke off (or ran over): net/http would cut
 			// the connection, its client seeing the body end early; the
 			// bytes written are not the answer, and are never kept as it
-			// (RED_TEAM 520).
+			// (RED_TEAM 403).
 			return nil, unreadable(resp, fmt.Errorf("%w: a body of %d bytes under Content-Length %d", errBodyLength, len(resp.Body), declared))
 		}
 		if in.lambdaShape == shapeProxy {
@@ -387,7 +387,7 @@ func netHostHeader(r *http.Request) func(name string) []string {
 // readBody reads r's body into in, up to MaxRequestBytes: a body that
 // cannot be read is 400 validation_error, a larger one 413
 // payload_too_large, as is one over the bound of an http.MaxBytesReader
-// in front of the Guard (RED_TEAM 523), and one that stopped arriving 408
+// in front of the Guard (RED_TEAM 406), and one that stopped arriving 408
 // CodeRequestTimeout.
 func readBody(r *http.Request, in *request) *apierr.Error {
 	if r.Body == nil || r.Body == http.NoBody {
@@ -395,7 +395,7 @@ func readBody(r *http.Request, in *request) *apierr.Error {
 	}
 	if r.ContentLength > MaxRequestBytes {
 		// Refused before a byte is read: a client waiting for 100
-		// Continue is not asked to send it (RED_TEAM 526).
+		// Continue is not asked to send it (RED_TEAM 409).
 		return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
@@ -406,7 +406,7 @@ func readBody(r *http.Request, in *request) *apierr.Error {
 	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 		// The body stopped arriving (the server's read deadline ended
 		// the read): a timeout the client may retry, never a refusal of
-		// the body (RED_TEAM 525).
+		// the body (RED_TEAM 408).
 		return apierr.New(http.StatusRequestTimeout, CodeRequestTimeout, "The request body was not received in time.")
 	}
 	if err != nil {
@@ -530,7 +530,7 @@ func (r *recorder) commit(status int) {
 
 // answerHeaders returns the headers of the recorded answer: those set
 // before the status was committed, and its trailers, as net/http sends
-// them (RED_TEAM 524): the values, set at any time, of the names the
+// them (RED_TEAM 407): the values, set at any time, of the names the
 // "Trailer" header declares, and the keys set under http.TrailerPrefix,
 // each kept under http.TrailerPrefix and its name (writeResponse sends
 // them after the body). A header set after the status is committed is
@@ -582,7 +582,7 @@ func (r *recorder) answerHeaders() http.Header {
 // the handler returns. A handler that flushes as it goes
 // (w.(http.Flusher), http.ResponseController, echo's and gin's Flush)
 // panicked without it, its work done, and ran again on every retry
-// (RED_TEAM 521).
+// (RED_TEAM 404).
 func (r *recorder) Flush() {
 	r.commit(http.StatusOK) // a flush commits the status, as net/http's does
 }
@@ -596,7 +596,7 @@ func (r *recorder) SetReadDeadline(d time.Time) error {
 // SetWriteDeadline sets the write deadline of the connection the answer
 // goes out on (http.ResponseController), as net/http's writer does: the
 // Guard writes the buffered answer on it once the handler returns
-// (RED_TEAM 522).
+// (RED_TEAM 405).
 func (r *recorder) SetWriteDeadline(d time.Time) error {
 	return http.NewResponseController(r.w).SetWriteDeadline(d)
 }

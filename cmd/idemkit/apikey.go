@@ -170,7 +170,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		if errors.Is(err, context.Canceled) {
 			// Ctrl-C while the write waited for its answer: it may have
 			// stored the key, which is never shown; its hash revokes it
-			// (RED_TEAM 542).
+			// (RED_TEAM 414).
 			fmt.Fprintf(stderr, "idemkit apikey create: %s; the key is not shown: revoke it (idemkit apikey revoke --hash %s, with this command's --table, --endpoint, --region; \"no key\" means it was not stored)\n",
 				storeError(err), apikeys.HashKey(key))
 			return 1

@@ -186,7 +186,7 @@ var emptyAllowed = map[string]bool{"prefix": true, "table-prefix": true}
 // (repeatable) refuse a second value (`--as delivered --as not-delivered`,
 // `--tenant a --tenant b`): the flag package would silently take the last,
 // which a command line edited from the history or a wrapper script's preset
-// flag turns into the opposite of what the operator read (RED_TEAM 540).
+// flag turns into the opposite of what the operator read (RED_TEAM 412).
 // The name of the flag refused is put in *empty or *twice; parseFlags says
 // it.
 func refuseEmpty(fs *flag.FlagSet) (empty, twice *string) {

@@ -208,7 +208,7 @@ func refusedEverywhere(results []conform.Result) bool {
 }
 
 // conformSettings name the flag of each setting the checker refuses, by
-// the start of its refusal (RED_TEAM 544).
+// the start of its refusal (RED_TEAM 416).
 var conformSettings = []struct{ prefix, flag string }{
 	{"the body ", "body"}, {"the slow body ", "slow-body"}, {"GET path ", "get"},
 	{"route ", "route"}, {"other route ", "other-route"}, {"test route ", "test-route"}, {"retry route ", "retry-route"},

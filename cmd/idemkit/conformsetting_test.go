@@ -11,7 +11,7 @@ import (
 // refuses was said in its words, "idemkit conform: invalid setting: the
 // body must be a JSON object", naming no flag (conform takes --body,
 // --slow-body, --fail-body, --invalid-body, --test-body and five routes),
-// against CLI.md's rule that a usage error names the flag (RED_TEAM 544).
+// against CLI.md's rule that a usage error names the flag (RED_TEAM 416).
 // Now the line starts with the flag; exit 2, nothing on stdout, and no key
 // quoted.
 func TestConformSettingRefusalNamesTheFlag(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // --table-prefix ""` (an empty value) names each table by its logical ID alone, as
 // docs/CLI.md says of an empty --prefix or --table-prefix (and as
 // `idemkit tables create --prefix ""` names them), so dev serves tables made
-// that way (RED_TEAM 463: dev took the empty prefix for "unset" and used,
+// that way (RED_TEAM 392: dev took the empty prefix for "unset" and used,
 // or created, the idemkit- tables instead).
 func TestDevEmptyTablePrefixNamesTablesByLogicalID(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)

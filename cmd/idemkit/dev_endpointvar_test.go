@@ -14,7 +14,7 @@ import (
 // TestDevEmulatorFlagOverridesTheEndpointVariable: DYNAMODB_ENDPOINT stands
 // for --dynamodb-endpoint only when --emulator is not given; with
 // --emulator the flag wins, dev says on stderr that the variable is not
-// used before it starts its engine, and its help says so (RED_TEAM 464:
+// used before it starts its engine, and its help says so (RED_TEAM 393:
 // the help said the variable "stands for --dynamodb-endpoint", which with
 // --emulator is a usage error, and dev started its own engine without a
 // word).

@@ -96,7 +96,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !tableNameOK(strings.TrimSpace(n)) {
 			return errors.New(tableNameRule)
 		}
-		if _, dup := names[id]; dup { // the last would silently win (RED_TEAM 545)
+		if _, dup := names[id]; dup { // the last would silently win (RED_TEAM 417)
 			return fmt.Errorf("%s is given twice: name each table once", id)
 		}
 		names[id] = strings.TrimSpace(n)
@@ -109,7 +109,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !ok || strings.TrimSpace(k) == "" {
 			return errors.New("want NAME=VALUE, a parameter of the template, e.g. CrossRegion=fenced-effects")
 		}
-		if _, dup := params[strings.TrimSpace(k)]; dup { // the last would silently win (RED_TEAM 545)
+		if _, dup := params[strings.TrimSpace(k)]; dup { // the last would silently win (RED_TEAM 417)
 			return fmt.Errorf("%s is given twice: give each parameter once", strings.TrimSpace(k))
 		}
 		params[strings.TrimSpace(k)] = val

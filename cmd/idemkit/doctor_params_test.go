@@ -85,7 +85,7 @@ func TestDoctorParameterUsageErrors(t *testing.T) {
 // the unreachable endpoint, exit 1).
 func TestDoctorParameterConstraintsAsCloudFormation(t *testing.T) {
 	// The parameters the functions read as whole numbers are Strings whose
-	// pattern is the range they take (RED_TEAM 503): "300.0", which a
+	// pattern is the range they take (RED_TEAM 401): "300.0", which a
 	// Number took and the functions refused at every cold start, is refused.
 	// A want of two parts (…) needs both.
 	for arg, want := range map[string]string{

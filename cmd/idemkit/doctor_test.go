@@ -85,7 +85,7 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 		// And the sample is what one run prints, in its order: the
 		// idempotency table without TTL and stream, the effects table
 		// missing, both named as the sample's command names them
-		// (RED_TEAM 460: the sample listed the idempotency table first,
+		// (RED_TEAM 389: the sample listed the idempotency table first,
 		// which no run of doctor does).
 		code, s = doctor("--only", "idempotency,effects",
 			"--table", "IdempotencyTable="+prefix+"IdempotencyTable-plain", "--table", "EffectsTable="+prefix+"orders-effects")

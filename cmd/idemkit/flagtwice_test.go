@@ -14,7 +14,7 @@ import (
 // package took the last silently, so `effects resolve --as delivered --as
 // not-delivered` released an effect the operator had just read as
 // delivered, and `apikey create --tenant a --tenant b` minted b's key
-// (RED_TEAM 540). The flags the help calls repeatable still take several
+// (RED_TEAM 412). The flags the help calls repeatable still take several
 // values (their own tests hold what they do with them).
 func TestFlagGivenTwiceIsUsageError(t *testing.T) {
 	const ep = "http://127.0.0.1:1"
@@ -83,7 +83,7 @@ func countNonCommand(cmd []string) int {
 // without a word (`--table IdempotencyTable=a --table IdempotencyTable=b`
 // checked b; `--parameter CrossRegion=single-region --parameter
 // CrossRegion=fenced-effects` compared with fenced-effects), as --attr
-// already refuses (RED_TEAM 545). Now a usage error naming the flag and
+// already refuses (RED_TEAM 417). Now a usage error naming the flag and
 // the table or parameter, exit 2.
 func TestDoctorKeyGivenTwiceIsUsageError(t *testing.T) {
 	for _, c := range []struct {

@@ -13,7 +13,7 @@ import (
 // (`> key.txt`), a pipe whose reader is gone (`| true`). While it writes, a
 // SIGPIPE is taken as that error, not as the end of the process, which
 // would die of it without a word: the command then says what it stored and
-// how to undo it, exit 1 (RED_TEAM 541).
+// how to undo it, exit 1 (RED_TEAM 413).
 func printOnce(stdout io.Writer, line string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGPIPE)

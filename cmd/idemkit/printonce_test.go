@@ -34,7 +34,7 @@ var keyHash = regexp.MustCompile(`key#[0-9a-f]{64}`)
 // TestKeyOrSecretNotPrintedIsAFailure: `apikey create` and `webhook secret
 // rotate` whose one print of the key or secret fails (a full disk, stdout
 // closed) exited 0 without a word: the key stored and the secret signing,
-// both shown nowhere (RED_TEAM 541). Now they exit 1 and say so on stderr
+// both shown nowhere (RED_TEAM 413). Now they exit 1 and say so on stderr
 // (never the key or secret): create names the hash that revokes the key,
 // and the revoke it names works; rotate says the new secret signs and to
 // rotate again, which then keeps it in its grace (it was written). Run on
@@ -105,7 +105,7 @@ func TestKeyOrSecretNotPrintedIsAFailure(t *testing.T) {
 // write waits for its answer said "the write may have been applied; look
 // before running the command again", but the key is shown nowhere and
 // nothing names what to look for: a key stored so stayed a working
-// credential no one could find (RED_TEAM 542). Now the line names the hash
+// credential no one could find (RED_TEAM 414). Now the line names the hash
 // that revokes it, never the key (exit 1). The engine here signals when
 // the write arrives and never answers; the test's cancel is the Ctrl-C.
 func TestInterruptedAPIKeyCreateNamesTheHash(t *testing.T) {

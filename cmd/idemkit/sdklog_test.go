@@ -16,7 +16,7 @@ import (
 // answer, a proxy's 403), the SDK wrote its own line, "SDK 2026/12/07
 // 10:58:48 WARN falling back to IMDSv1: operation error ec2imds:
 // getToken, ...", to the process's stderr before the command's one line
-// saying what failed and what to do (RED_TEAM 543). The binary itself is
+// saying what failed and what to do (RED_TEAM 415). The binary itself is
 // run (the SDK writes to the process's stderr, not the command's writer),
 // with an instance-metadata stand-in answering 403 and no other
 // credentials: stderr holds the command's line alone. Failed before: two

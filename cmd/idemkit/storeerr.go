@@ -157,7 +157,7 @@ func awsClient(ctx context.Context) (*dynamodb.Client, error) {
 	// The SDK's own log lines ("SDK 2026/12/07 ... WARN falling back to
 	// IMDSv1: ...", where the instance metadata refuses a token) go to the
 	// process's stderr beside the command's one line: its failures are said
-	// in the command's words (RED_TEAM 543).
+	// in the command's words (RED_TEAM 415).
 	c, err := kit.NewDynamoClient(ctx, "", config.WithLogger(logging.Nop{}))
 	if err != nil {
 		return nil, awsConfigError(err)

@@ -13,7 +13,7 @@ import (
 // reads and Apply applies to the guard (IDEMPOTENCY_TABLE aside: the store
 // reads it above), so a reader of the README learns from it that
 // IDEMPOTENCY_POLICY or IDEMPOTENCY_WAIT_MS configure this function too
-// (RED_TEAM 467: it named four of the nine, while the README's next
+// (RED_TEAM 396: it named four of the nine, while the README's next
 // section says IDEMPOTENCY_DERIVED_KEYS is applied the same way).
 func TestLoadLineNamesEveryVariableItReads(t *testing.T) {
 	b, err := os.ReadFile("main.go")

@@ -17,7 +17,7 @@ import (
 // held run.paused of a run paused while its node drained whose execution
 // stopped mid-node, once its claim went unrenewed for the executor's
 // StaleAfter (RUN_STALE_SECONDS), as the deployed schedule's pass does
-// (RED_TEAM 420): not before, once, the run left paused.
+// (RED_TEAM 388): not before, once, the run left paused.
 func TestDevResumePassRecordsAStoppedDrainsPause(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex

@@ -17,7 +17,7 @@ import (
 	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
 )
 
-// TestEffectFencedReplicaTTLDeleteFromAReplica (RED_TEAM 480): under
+// TestEffectFencedReplicaTTLDeleteFromAReplica (RED_TEAM 397): under
 // fenced-effects every effect record is written in the home region's
 // replica of EffectsTable, and every deletion of one must be decided there
 // too. DynamoDB's TTL runs in every replica of a global table and its

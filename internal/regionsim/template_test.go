@@ -223,7 +223,7 @@ func TestTemplateHomePinnedLayer1(t *testing.T) {
 	p := find(root, "Parameters", "ReplicationLagBoundMs")
 	// 0..60000 whole milliseconds: a String whose pattern is that range
 	// (a Number would take "2000.5", which the functions refuse at start-up:
-	// RED_TEAM 503).
+	// RED_TEAM 401).
 	if find(p, "Type").Value != "String" {
 		t.Fatalf("ReplicationLagBoundMs: %s", dump(p))
 	}

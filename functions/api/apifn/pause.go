@@ -132,7 +132,7 @@ var (
 // answers 202 again. With Idempotency-Decided-Version or If-Match the
 // pause was decided offline against that version of the run: it is
 // refused, and kept in the caller's inbox, when the run's status changed
-// since (RED_TEAM 400; inbox.go).
+// since (RED_TEAM 386; inbox.go).
 func (h *Handler) pauseRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	if h.pauseStore() == nil {
 		return notFound(), nil

@@ -1,6 +1,6 @@
 package apifn
 
-// Offline-decided pauses and resumes (RED_TEAM 400): pauseRun and
+// Offline-decided pauses and resumes (RED_TEAM 386): pauseRun and
 // resumeRun honour Idempotency-Decided-Version and If-Match as cancelRun
 // does. A pause or resume decided against a version of the run whose
 // status changed since is refused 409 idemkit.stale_decision with the fix

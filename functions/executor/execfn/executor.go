@@ -1149,7 +1149,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 // (StaleAfter, after): that execution stopped mid-node (it died, or ended
 // on a transient failure, which NoteFailure does not count on a paused
 // run), so the node will not drain and, but for this, the run's events
-// would show no run.paused until a resume (RED_TEAM 420). The run stays
+// would show no run.paused until a resume (RED_TEAM 388). The run stays
 // paused (runs.PauseStore.ReleaseStalePause, one write): it is not
 // claimed, driven nor counted as a stale run. A run any other write moved
 // meanwhile (the node drained, the execution renewed, a resume, a cancel,

@@ -29,7 +29,7 @@ type staleDrainStore interface {
 // then stops mid-node (its process dies: its record is retried, and the
 // retry finds the run paused; or it fails transiently: NoteFailure is
 // refused on the paused run and the record is done), showed no
-// run.paused until a resume (RED_TEAM 420). The stale-run pass records
+// run.paused until a resume (RED_TEAM 388). The stale-run pass records
 // it once the run's claim has gone unrenewed for StaleAfter, and not
 // before: two passes at once record it once, neither claims nor drives
 // the run (it stays paused, nothing delivered), a later pass changes
@@ -166,7 +166,7 @@ func mustGetStore(t *testing.T, rs hostruns.RunStore, id string) hostruns.Run {
 // shard of the stale-run index (four), as before; a run whose draining
 // execution stopped adds its refused Claim (one UpdateItem, and a
 // GetItem on an engine whose refused write does not return the item)
-// and the release (one UpdateItem), and nothing more (RED_TEAM 420).
+// and the release (one UpdateItem), and nothing more (RED_TEAM 388).
 func TestStalePassReleaseRoundTrips(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 // what is kept says what a tenant's signing-secret item holds as
 // RotateSigningSecret writes it: the current secret and up to
 // MaxPreviousSecrets replaced ones, each signing until its own grace ends
-// (RED_TEAM 465: the row said "the one it replaced", as before a rotation
+// (RED_TEAM 394: the row said "the one it replaced", as before a rotation
 // within a grace kept the earlier secrets too).
 func TestDeployingSaysWhichSigningSecretsAreKept(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dynamotest.RepoRoot(), "docs", "DEPLOYING.md"))

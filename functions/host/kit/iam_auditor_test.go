@@ -139,7 +139,7 @@ func TestAuditorLeastPrivilege(t *testing.T) {
 	}
 }
 
-// TestAuditorWritesBackLayer1RecordsOnly (RED_TEAM 504): the auditor's
+// TestAuditorWritesBackLayer1RecordsOnly (RED_TEAM 402): the auditor's
 // role may write (dynamodb:PutItem, reconciled-records) only the
 // idempotency table's Layer-1 records, whose partition keys start
 // "caller:v1:" (keyspace.CallerPrefix): never a response's chunk item

@@ -231,7 +231,7 @@ func TestExecutorStreamFilterHandsOverResumes(t *testing.T) {
 		must(d.Pause(ctx, r.ID, Pause{Drain: DrainImmediate, By: "p2"}, t0))
 		must(d.Unpause(ctx, r.ID, "r2", "", t0))
 		// A drain whose execution stopped: the stale-run pass's release
-		// of its held run.paused keeps the run paused (RED_TEAM 420).
+		// of its held run.paused keeps the run paused (RED_TEAM 388).
 		run, err = d.Adopt(ctx, r.ID, t0)
 		must(run, err)
 		run, err = d.AppendLog(ctx, r.ID, run.Fence(), []LogEvent{{Type: EventNodeStarted, NodeID: "b", At: t0, Payload: json.RawMessage(`{}`)}}, t0)

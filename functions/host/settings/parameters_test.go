@@ -154,7 +154,7 @@ func refs(n *yaml.Node) []string {
 	return out
 }
 
-// TestParametersTheFunctionsRefuseAreRefusedAtDeploy (RED_TEAM 503): a
+// TestParametersTheFunctionsRefuseAreRefusedAtDeploy (RED_TEAM 401): a
 // SAM parameter handed to a function's variable as it is (VAR: !Ref P) is
 // refused by CloudFormation whenever settings.LoadEnv would refuse it on
 // its own (under every idempotency policy: a value only one policy refuses,

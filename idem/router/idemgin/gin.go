@@ -158,7 +158,7 @@ func (w *writer) Flush() {
 
 // Unwrap lets http.ResponseController reach the writer below, as gin's
 // own writer does: the read and write deadlines a handler sets through it
-// are the connection's (RED_TEAM 527).
+// are the connection's (RED_TEAM 410).
 func (w *writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // CloseNotify is gin's deprecated notification; it never fires here (use

@@ -310,7 +310,7 @@ func (c Config) resolve() (*resolved, error) {
 		c.ModeHeader = DefaultModeHeader
 	}
 	// The body first: the slow body defaults to it, and a refusal names
-	// the flag the operator gave (RED_TEAM 544).
+	// the flag the operator gave (RED_TEAM 416).
 	for _, b := range []struct{ name, v string }{{"body", c.Body}, {"slow body", c.SlowBody}} {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(b.v), &obj); err != nil || obj == nil {
