@@ -385,12 +385,20 @@ type unguarded struct {
 	ps runs.PauseStore
 }
 
+// unguarded must stay a runs.PauseStore, or the host serves no pause
+// behind it and the test below checks a 404.
+var _ runs.PauseStore = unguarded{}
+
 func (u unguarded) Pause(ctx context.Context, id string, p runs.Pause, now time.Time) (runs.Run, error) {
 	return u.ps.Pause(ctx, id, p, now)
 }
 
 func (u unguarded) Unpause(ctx context.Context, id, by, reason string, now time.Time) (runs.Run, error) {
 	return u.ps.Unpause(ctx, id, by, reason, now)
+}
+
+func (u unguarded) ReleaseStalePause(ctx context.Context, r runs.Run, before, now time.Time) (runs.Run, error) {
+	return u.ps.ReleaseStalePause(ctx, r, before, now)
 }
 
 // TestDecidedPauseOnAStoreWithoutGuards: behind a run store that pauses
