@@ -25,8 +25,10 @@ type SlotResult struct {
 // (2 round trips). Unlike Layer 1 and unlike Do, a slot is NEVER released:
 // not on failure (a failed fn is recorded as failed), not on a crash, not on
 // lease expiry, because releasing it would let another instance re-fire work
-// the first may have half-performed. A losing call is a value (Fired false),
-// not an error. fn's error is returned to the caller that ran it.
+// the first may have half-performed. A claim whose write failed is read
+// back: found carrying this call's owner token (it landed, its answers
+// lost), it is this call's, and fn runs. A losing call is a value (Fired
+// false), not an error. fn's error is returned to the caller that ran it.
 func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx context.Context) error) (SlotResult, error) {
 	key, err := slot.Key()
 	if err != nil {
@@ -45,7 +47,17 @@ func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx c
 	}
 	won, cur, err := st.Create(ctx, rec, now)
 	if err != nil {
-		return SlotResult{}, l.storeChecked(ctx, err)
+		// The claim may have landed with every answer to it lost (the
+		// store's own retries gave up). Left so, the slot would stay
+		// claimed by no one for its whole retention, its work never run
+		// (RED_TEAM 460): a slot carrying this call's owner token is this
+		// call's claim, which nothing else can hold (a slot is never
+		// reclaimed), so it is won and the work runs. One read, on this
+		// path only; when it fails too, the slot is left as after a crash.
+		if mine, gerr := st.Get(ctx, key); gerr != nil || mine == nil || mine.Owner != rec.Owner || mine.State != StateClaimed {
+			return SlotResult{}, l.storeChecked(ctx, err)
+		}
+		won = true
 	}
 	if !won {
 		if cur == nil {
