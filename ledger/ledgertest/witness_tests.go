@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,6 +151,44 @@ var slotTests = []test{
 	{"FireOnce", testSlotFireOnce},
 	{"NeverReleasedOnFailureOrCrash", testSlotNeverReleased},
 	{"KeyspaceSeparation", testSlotKeyspace},
+	{"Race16", testSlotRace16},
+}
+
+// testSlotRace16: 16 instances fire one slot at once, each through its own
+// Ledger: the work runs once, and every losing call sees the slot claimed
+// or completed, never fired.
+func testSlotRace16(t *testing.T, e *env) {
+	slot := identity.Slot{Job: "schedule-fire:race-" + rnd(4), Slot: "2026-12-07T00:00:00Z"}
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	res := make([]ledger.SlotResult, 16)
+	errs := make([]error, 16)
+	for i := range res {
+		l := e.ledger()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res[i], errs[i] = l.FireOnce(context.Background(), slot, func(context.Context) error { calls.Add(1); return nil })
+		}()
+	}
+	close(start)
+	wg.Wait()
+	fired := 0
+	for i, r := range res {
+		if errs[i] != nil {
+			t.Fatalf("instance %d: %v", i, errs[i])
+		}
+		if r.Fired {
+			fired++
+		} else if r.State != ledger.StateClaimed && r.State != ledger.StateCompleted {
+			t.Fatalf("instance %d lost in state %q", i, r.State)
+		}
+	}
+	if fired != 1 || calls.Load() != 1 {
+		t.Fatalf("fired %d, work ran %d times; want 1 and 1", fired, calls.Load())
+	}
 }
 
 func testSlotFireOnce(t *testing.T, e *env) {
