@@ -530,9 +530,12 @@ func (tp tmpl) metricRefs(t *testing.T) []metricRef {
 				out = append(out, fromStat(id, p))
 			}
 			if ms := get(p, "Metrics"); ms != nil {
-				for _, q := range ms.Content {
-					if st := get(q, "MetricStat"); st != nil {
-						out = append(out, fromStat(id+"/"+get(q, "Id").Value, get(st, "Metric")))
+				// A term an !If includes in some postures only: either branch.
+				for _, item := range ms.Content {
+					for _, q := range ifBranches(item) {
+						if st := get(q, "MetricStat"); st != nil {
+							out = append(out, fromStat(id+"/"+get(q, "Id").Value, get(st, "Metric")))
+						}
 					}
 				}
 			}
@@ -541,6 +544,50 @@ func (tp tmpl) metricRefs(t *testing.T) []metricRef {
 		}
 	}
 	return out
+}
+
+// ifBranches returns the values n may take: both branches of an !If
+// (through nested ones), less AWS::NoValue; n itself otherwise.
+func ifBranches(n *yaml.Node) []*yaml.Node {
+	switch {
+	case n == nil || (n.Tag == "!Ref" && n.Value == "AWS::NoValue"):
+		return nil
+	case n.Tag == "!If" && len(n.Content) == 3:
+		return append(ifBranches(n.Content[1]), ifBranches(n.Content[2])...)
+	}
+	return []*yaml.Node{n}
+}
+
+// resolveIfs returns a copy of n with each !If replaced by the branch its
+// condition takes under params (the parameters' defaults overridden), a
+// sequence item or mapping key that resolves to AWS::NoValue dropped; nil
+// when n itself resolves to AWS::NoValue.
+func (tp tmpl) resolveIfs(t *testing.T, n *yaml.Node, params map[string]string) *yaml.Node {
+	t.Helper()
+	switch {
+	case n == nil || (n.Tag == "!Ref" && n.Value == "AWS::NoValue"):
+		return nil
+	case n.Tag == "!If" && len(n.Content) == 3:
+		if tp.evalCond(t, n.Content[0].Value, params) {
+			return tp.resolveIfs(t, n.Content[1], params)
+		}
+		return tp.resolveIfs(t, n.Content[2], params)
+	case len(n.Content) == 0:
+		return n
+	}
+	c := *n
+	c.Content = nil
+	for _, x := range n.Content {
+		r := tp.resolveIfs(t, x, params)
+		if r == nil {
+			if n.Kind == yaml.MappingNode {
+				c.Content = c.Content[:len(c.Content)-1] // the key of a value of AWS::NoValue
+			}
+			continue
+		}
+		c.Content = append(c.Content, r)
+	}
+	return &c
 }
 
 // searchRe matches a SEARCH of one metric name; a schema's quoted
@@ -1137,14 +1184,19 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 		// with events: a sum of them is missing (and, missing data being
 		// notBreaching, never alarms) unless each term is filled with 0 (a
 		// sum, or a difference: the authorizer's errors less its refusals).
-		for _, m := range sequence(get(p, "Metrics")) {
-			expr := get(m, "Expression")
-			if expr == nil {
-				continue
-			}
-			for _, term := range regexp.MustCompile(` [+-] `).Split(expr.Value, -1) {
-				if !fillTerm.MatchString(term) {
-					t.Errorf("%s: the term %q of %q is not FILL(id, 0)", id, term, expr.Value)
+		// A scheduled function's not-invoked alarm fills the hours after
+		// its first run in range only (notInvokedExpr).
+		for _, item := range sequence(get(p, "Metrics")) {
+			for _, m := range ifBranches(item) {
+				for _, expr := range ifBranches(get(m, "Expression")) {
+					if notInvokedExpr.MatchString(expr.Value) {
+						continue
+					}
+					for _, term := range regexp.MustCompile(` [+-] `).Split(expr.Value, -1) {
+						if !fillTerm.MatchString(term) {
+							t.Errorf("%s: the term %q of %q is not FILL(id, 0)", id, term, expr.Value)
+						}
+					}
 				}
 			}
 		}
@@ -1796,7 +1848,7 @@ func TestScheduledFunctionErrorAlarmsCanFire(t *testing.T) {
 // tells the operator a threshold the alarm does not apply.
 func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
-	phrases := map[string]string{"300x1": "5 minute", "10800x1": "3 hours", "60x3": "3 minutes"}
+	phrases := map[string]string{"300x1": "5 minute", "10800x1": "3 hours", "60x3": "3 minutes", "3600x3": "3 hours in a row"}
 	checked := 0
 	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
 		p := get(tp.resources[id], "Properties")
