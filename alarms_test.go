@@ -1428,33 +1428,7 @@ func TestEveryAlarmCanFireInItsStack(t *testing.T) {
 			refsByAlarm[id] = append(refsByAlarm[id], r)
 		}
 	}
-	// emittedIn says, for a metric of the stack's namespace whose writer is
-	// switched by the posture, whether it is written with dimension value
-	// dim ("" for none) under params.
-	emittedIn := func(params map[string]string, name, dim string) bool {
-		cross := params["CrossRegion"]
-		if cross == "" {
-			cross = "single-region"
-		}
-		strong := params["EffectsConsistency"] == "STRONG"
-		switch name {
-		case conflictaudit.MetricConflictsAll, conflictaudit.MetricConflicts:
-			return cross != "single-region"
-		case auditfn.MetricRestoreFailures, auditfn.MetricRestored, kit.MetricChunksReplicating:
-			return cross == "reconciled-records"
-		case auditfn.MetricTTLPending:
-			if dim == auditfn.TableIdempotency {
-				return cross != "fenced-effects"
-			}
-			return !strong && cross != "fenced-effects" // no TTL on EffectsTable under either
-		case sweepfn.MetricIncomplete, sweepfn.MetricDeleted:
-			if dim == sweepfn.TableIdempotency {
-				return tp.evalCond(t, "IdempotencySwept", params)
-			}
-			return tp.evalCond(t, "Swept", params)
-		}
-		return true
-	}
+	emittedIn := func(params map[string]string, name, dim string) bool { return tp.emittedIn(t, params, name, dim) }
 	postures := []map[string]string{
 		{},
 		{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"},
@@ -1504,6 +1478,110 @@ func TestEveryAlarmCanFireInItsStack(t *testing.T) {
 			}
 			if !canFire {
 				t.Errorf("%v: %s is deployed but cannot fire: %s", params, id, strings.Join(why, "; "))
+			}
+		}
+	}
+}
+
+// emittedIn says, for a metric of the stack's namespace whose writer is
+// switched by the posture, whether a stack deployed with params writes it
+// with dimension value dim ("" for none).
+func (tp tmpl) emittedIn(t *testing.T, params map[string]string, name, dim string) bool {
+	t.Helper()
+	cross := params["CrossRegion"]
+	if cross == "" {
+		cross = "single-region"
+	}
+	strong := params["EffectsConsistency"] == "STRONG"
+	switch name {
+	case conflictaudit.MetricConflictsAll, conflictaudit.MetricConflicts:
+		return cross != "single-region"
+	case auditfn.MetricRestoreFailures, auditfn.MetricRestored, kit.MetricChunksReplicating:
+		return cross == "reconciled-records"
+	case auditfn.MetricTTLPending:
+		if dim == auditfn.TableIdempotency {
+			return cross != "fenced-effects"
+		}
+		return !strong && cross != "fenced-effects" // no TTL on EffectsTable under either
+	case sweepfn.MetricIncomplete, sweepfn.MetricDeleted:
+		if dim == sweepfn.TableIdempotency {
+			return tp.evalCond(t, "IdempotencySwept", params)
+		}
+		return tp.evalCond(t, "Swept", params)
+	}
+	return true
+}
+
+// alarmPostures are the postures of a home stack the per-posture alarm
+// checks deploy.
+var alarmPostures = []map[string]string{
+	{},
+	{"EffectsConsistency": "STRONG"},
+	{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"},
+	{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1,eu-central-1", "EffectsConsistency": "STRONG"},
+	{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1"},
+	{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1", "EffectsConsistency": "STRONG"},
+	{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1", "IdempotencyPolicy": "commerce"},
+	{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1",
+		"ExistingIdempotencyTable": "idem", "ExistingEffectsTable": "effects", "ExistingFenceTable": "fence", "ExistingRunsTable": "runs",
+		"ExistingIdempotencyStreamLabel": "2026-01-01T00:00:00.000", "ExistingEffectsStreamLabel": "2026-01-01T00:00:00.000"},
+}
+
+// TestAlarmsReadOnlyWhatThePostureWrites (RED_TEAM 441): in each posture,
+// every metric of the stack's namespace a deployed alarm reads is one the
+// code writes in that posture (each such metric is billed, $0.10 a month,
+// and a term nothing writes only costs), and each alarm's expression names
+// exactly the metrics it reads there. Before, STACK-store-unavailable
+// subtracted idemkit.idempotency.chunks_replicating_total, written under
+// reconciled-records only, and STACK-ttl-expired-pending summed its
+// effects term under EffectsConsistency STRONG, where the effects table
+// has no TTL.
+func TestAlarmsReadOnlyWhatThePostureWrites(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	ns := metricsNamespace(t, tp)
+	idRe := regexp.MustCompile(`\b[a-z][A-Za-z0-9_]*\b`)
+	for _, params := range alarmPostures {
+		for _, id := range slices.Sorted(slices.Values(tp.typesOf("AWS::CloudWatch::Alarm"))) {
+			r := tp.resources[id]
+			if c := get(r, "Condition"); c != nil && !tp.evalCond(t, c.Value, params) {
+				continue
+			}
+			p := tp.resolveIfs(t, get(r, "Properties"), params)
+			read := map[string]bool{}
+			var exprs []string
+			for _, m := range sequence(get(p, "Metrics")) {
+				if e := get(m, "Expression"); e != nil {
+					if e.Kind != yaml.ScalarNode {
+						t.Errorf("%v: %s: an expression that is no string", params, id)
+						continue
+					}
+					exprs = append(exprs, e.Value)
+					continue
+				}
+				mid := get(m, "Id").Value
+				read[mid] = true
+				st := get(get(m, "MetricStat"), "Metric")
+				if ns := get(st, "Namespace"); ns.Tag != "!Sub" || ns.Value != stackNamespace {
+					continue
+				}
+				dim := ""
+				for _, d := range sequence(get(st, "Dimensions")) {
+					dim = get(d, "Value").Value
+				}
+				if name := get(st, "MetricName").Value; !tp.emittedIn(t, params, name, dim) {
+					t.Errorf("%v: %s reads %s %s %s (%s), which nothing writes in this posture: a metric paid for every month", params, id, ns, name, dim, mid)
+				}
+			}
+			named := map[string]bool{}
+			for _, e := range exprs {
+				for _, x := range idRe.FindAllString(e, -1) {
+					if !regexp.MustCompile(`^[A-Z_]+$`).MatchString(x) {
+						named[x] = true
+					}
+				}
+			}
+			if len(exprs) > 0 && !maps.Equal(named, read) {
+				t.Errorf("%v: %s: its expressions %q name %v, but it reads %v", params, id, exprs, slices.Sorted(maps.Keys(named)), slices.Sorted(maps.Keys(read)))
 			}
 		}
 	}
@@ -1679,18 +1757,20 @@ func TestAuthorizerAlarmIgnoresRefusedKeys(t *testing.T) {
 // the Guard counts in idem.MetricStoreUnavailable; the kit counts it in
 // kit.MetricChunksReplicating too, and the store-unavailable alarm fires on
 // their difference, so a replica's normal replication lag never pages as a
-// store outage. Before, the alarm read the 503s of both alike.
+// store outage. Before, the alarm read the 503s of both alike. In the
+// other postures nothing writes the chunks' count, and the alarm reads the
+// 503s alone (RED_TEAM 441: a term read is billed).
 func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	a := tp.resources["StoreUnavailableAlarm"]
 	if a == nil {
 		t.Fatal("template.yaml has no StoreUnavailableAlarm")
 	}
-	props := get(a, "Properties")
-	ids := map[string]string{} // metric id: metric name
-	var expr []string
-	if ms := get(props, "Metrics"); ms != nil {
-		for _, m := range ms.Content {
+	for _, params := range alarmPostures {
+		props := tp.resolveIfs(t, get(a, "Properties"), params)
+		ids := map[string]string{} // metric id: metric name
+		var expr []string
+		for _, m := range sequence(get(props, "Metrics")) {
 			id := get(m, "Id").Value
 			if e := get(m, "Expression"); e != nil {
 				expr = append(expr, e.Value)
@@ -1698,19 +1778,25 @@ func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
 			}
 			ids[id] = get(get(get(m, "MetricStat"), "Metric"), "MetricName").Value
 		}
-	}
-	var unavailable, replicating string
-	for id, name := range ids {
-		switch name {
-		case idem.MetricStoreUnavailable:
-			unavailable = id
-		case kit.MetricChunksReplicating:
-			replicating = id
+		var unavailable, replicating string
+		for id, name := range ids {
+			switch name {
+			case idem.MetricStoreUnavailable:
+				unavailable = id
+			case kit.MetricChunksReplicating:
+				replicating = id
+			}
 		}
-	}
-	want := fmt.Sprintf("FILL(%s, 0) - FILL(%s, 0)", unavailable, replicating)
-	if unavailable == "" || replicating == "" || len(expr) != 1 || expr[0] != want {
-		t.Fatalf("StoreUnavailableAlarm reads %v with %q; want %s less %s (%q)", ids, expr, idem.MetricStoreUnavailable, kit.MetricChunksReplicating, want)
+		want := fmt.Sprintf("FILL(%s, 0)", unavailable)
+		if tp.emittedIn(t, params, kit.MetricChunksReplicating, "") {
+			want = fmt.Sprintf("FILL(%s, 0) - FILL(%s, 0)", unavailable, replicating)
+			if replicating == "" {
+				want = "(no term of " + kit.MetricChunksReplicating + ")"
+			}
+		}
+		if unavailable == "" || len(expr) != 1 || expr[0] != want {
+			t.Errorf("%v: StoreUnavailableAlarm reads %v with %q; want %q", params, ids, expr, want)
+		}
 	}
 }
 
@@ -1953,7 +2039,7 @@ var itemOperations = []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", 
 // table's alarm counted GetItem, PutItem and Query, and the idempotency
 // table's had no Scan: under EffectsConsistency=STRONG or a fenced-effects
 // home stack, DynamoDB failing the sweeper's calls paged nobody (RED_TEAM
-// 460).
+// 319).
 func TestSystemErrorsAlarmsCountEveryCallGranted(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	for _, p := range systemErrorsGaps(t, tp) {
