@@ -1088,7 +1088,7 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 	// another shape: every request answered 500) and a pending record or
 	// claimed effect deleted by TTL (its dedup gone while work may be in
 	// flight) page too.
-	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, execfn.MetricGivenUpRuns, sweepfn.MetricIncomplete, kit.MetricConfigurationWarnings,
+	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, execfn.MetricGivenUpRuns, execfn.MetricResumePasses, sweepfn.MetricIncomplete, kit.MetricConfigurationWarnings,
 		idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites, idem.MetricStoreMisconfigured, ledger.MetricStoreMisconfigured, auditfn.MetricTTLPending,
 		conflictaudit.MetricConflictsAll, auditfn.MetricRestoreFailures} {
 		if !alarmOn(ns, m, "") {
@@ -1934,7 +1934,7 @@ func TestScheduledFunctionErrorAlarmsCanFire(t *testing.T) {
 // tells the operator a threshold the alarm does not apply.
 func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
-	phrases := map[string]string{"300x1": "5 minute", "10800x1": "3 hours", "60x3": "3 minutes", "3600x3": "3 hours in a row"}
+	phrases := map[string]string{"300x1": "5 minute", "10800x1": "3 hours", "60x3": "3 minutes", "3600x3": "3 hours in a row", "300x3": "15 minutes"}
 	checked := 0
 	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
 		p := get(tp.resources[id], "Properties")

@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/functions/executor/execfn"
 )
 
 // notInvokedExpr is the expression of a scheduled function's not-invoked
@@ -18,29 +19,35 @@ import (
 // and in a range with none at all, no data.
 var notInvokedExpr = regexp.MustCompile(`^IF\(RUNNING_SUM\(FILL\(([a-z][A-Za-z0-9_]*), 0\)\) > 0, FILL\(([a-z][A-Za-z0-9_]*), 0\)\)$`)
 
-// scheduleEvery returns the interval in seconds of a function invoked by
-// one rate schedule alone, or 0.
-func scheduleEvery(t *testing.T, tp tmpl, fn string) int {
+// scheduleEvery returns the interval in seconds of a function's one rate
+// schedule (0 for a function without one), and whether the schedule
+// alone invokes it.
+func scheduleEvery(t *testing.T, tp tmpl, fn string) (every int, alone bool) {
 	t.Helper()
 	rateRe := regexp.MustCompile(`^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$`)
 	unit := map[string]int{"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
 	events := mapping(get(get(tp.resources[fn], "Properties"), "Events"))
-	if len(events) != 1 {
-		return 0
-	}
-	for _, ev := range events {
+	for name, ev := range events {
 		if get(ev, "Type").Value != "Schedule" {
-			return 0
+			continue
+		}
+		if every != 0 {
+			t.Fatalf("%s: two schedules (teach scheduleEvery)", fn)
 		}
 		m := rateRe.FindStringSubmatch(get(get(ev, "Properties"), "Schedule").Value)
 		if m == nil {
-			t.Fatalf("%s: schedule %q is not a rate", fn, get(get(ev, "Properties"), "Schedule").Value)
+			t.Fatalf("%s: schedule %s %q is not a rate", fn, name, get(get(ev, "Properties"), "Schedule").Value)
 		}
 		n, _ := strconv.Atoi(m[1])
-		return n * unit[m[2]]
+		every = n * unit[m[2]]
 	}
-	return 0
+	return every, len(events) == 1
 }
+
+// heartbeats are the metrics a function invoked by other triggers besides
+// its schedule writes once per scheduled invocation: the schedule's
+// invocations, which its Lambda Invocations mix with the others'.
+var heartbeats = map[string]string{"ExecutorFunction": execfn.MetricResumePasses}
 
 // alarmSim is the state CloudWatch gives an alarm on notInvokedExpr with
 // TreatMissingData ignore, evaluated over periods whose invocation counts
@@ -113,51 +120,71 @@ func (a alarmSim) run(runs func(int) bool, last int) (states map[[2]int]string, 
 	return states, a.paged
 }
 
-// TestScheduledFunctionsPageWhenNotInvoked (RED_TEAM 440): a function
-// invoked by its schedule alone (the retention sweeper, the only thing
-// that deletes expired records where it is deployed) has an alarm that
-// fires when it stops being invoked (its schedule rule disabled, its
-// invoke permission removed, its invocations throttled until dropped),
-// which writes nothing its errors and incomplete-runs alarms see. The
-// alarm reads the function's Lambda Invocations per schedule interval as
-// notInvokedExpr: no data until the function's first invocation in the
-// range CloudWatch reads, so a new stack (or one just switched to a
-// posture that runs the sweeper) is not paged before its first run, and
-// missing data ignored, so the alarm stays in ALARM while the function
-// stays silent past that range. Simulated as CloudWatch documents the
-// evaluation, for every range length from EvaluationPeriods + 1 periods
-// to a day: a new stack is never paged; a function that stops is paged
-// once, EvaluationPeriods intervals after its last run at the latest and
-// not before EvaluationPeriods - 1 intervals without one, stays in ALARM
-// for two days of silence, and clears on its next run; one missed run
-// pages nobody. Before, no alarm read the sweeper's invocations.
+// TestScheduledFunctionsPageWhenNotInvoked (RED_TEAM 440, 442): a
+// function a schedule invokes has an alarm that fires when the schedule
+// stops invoking it (its rule disabled, its invoke permission removed, its
+// invocations throttled until dropped), which writes nothing its errors
+// alarms see: the retention sweeper, the only thing that deletes expired
+// records where it is deployed, and the executor, whose minute schedule
+// alone resumes parked runs and runs whose executor died. The alarm reads
+// the scheduled invocations per period (the function's Lambda Invocations
+// where the schedule alone invokes it, else the heartbeat its scheduled
+// pass writes) as notInvokedExpr: no data until the first in the range
+// CloudWatch reads, so a new stack (or one just switched to a posture that
+// runs the sweeper) is not paged before its first run, and missing data
+// ignored, so the alarm stays in ALARM while the schedule stays silent
+// past that range. Simulated as CloudWatch documents the evaluation, for
+// range lengths from EvaluationPeriods + 1 periods to a day (24 more at
+// most), each period evaluated before and after its run: a new stack is
+// never paged; a function that stops is paged once, EvaluationPeriods
+// periods after its last run at the latest and not before EvaluationPeriods
+// - 1 periods without one, stays in ALARM for two days of silence, and
+// clears on its next run; a run missed now and then pages nobody. Before,
+// no alarm read the sweeper's invocations, and nothing counted the
+// executor's scheduled passes.
 func TestScheduledFunctionsPageWhenNotInvoked(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	checked := 0
 	for _, fn := range slices.Sorted(slices.Values(tp.typesOf("AWS::Serverless::Function"))) {
-		every := scheduleEvery(t, tp, fn)
+		every, alone := scheduleEvery(t, tp, fn)
 		if every == 0 {
 			continue
 		}
 		checked++
+		beat := heartbeats[fn]
+		if !alone && beat == "" {
+			t.Errorf("%s is invoked by a schedule and by other triggers, but heartbeats names no metric its scheduled invocations write", fn)
+			continue
+		}
 		var alarm string
 		var props *yaml.Node
+		period := 0
 		for _, id := range slices.Sorted(slices.Values(tp.typesOf("AWS::CloudWatch::Alarm"))) {
 			p := get(tp.resources[id], "Properties")
 			for _, m := range sequence(get(p, "Metrics")) {
 				st := get(get(m, "MetricStat"), "Metric")
-				if st == nil || get(st, "Namespace").Value != "AWS/Lambda" || get(st, "MetricName").Value != "Invocations" {
+				if st == nil {
 					continue
 				}
-				for _, d := range sequence(get(st, "Dimensions")) {
-					if get(d, "Name").Value == "FunctionName" && slices.Contains(refs(get(d, "Value")), fn) {
-						alarm, props = id, p
+				ns, name := get(st, "Namespace"), get(st, "MetricName").Value
+				switch {
+				case alone && ns.Value == "AWS/Lambda" && name == "Invocations":
+					for _, d := range sequence(get(st, "Dimensions")) {
+						if get(d, "Name").Value == "FunctionName" && slices.Contains(refs(get(d, "Value")), fn) {
+							alarm, props = id, p
+						}
 					}
+				case !alone && ns.Tag == "!Sub" && ns.Value == stackNamespace && name == beat:
+					alarm, props = id, p
 				}
 			}
 		}
 		if alarm == "" {
-			t.Errorf("%s is invoked by its schedule alone, but no alarm reads its Invocations: a %s that stops being invoked pages nobody", fn, fn)
+			what := "its Invocations"
+			if !alone {
+				what = beat
+			}
+			t.Errorf("%s is invoked by a schedule, but no alarm reads %s: a %s whose schedule stops invoking it pages nobody", fn, what, fn)
 			continue
 		}
 		if fc, ac := get(tp.resources[fn], "Condition"), get(tp.resources[alarm], "Condition"); (fc == nil) != (ac == nil) || (fc != nil && fc.Value != ac.Value) {
@@ -169,8 +196,10 @@ func TestScheduledFunctionsPageWhenNotInvoked(t *testing.T) {
 		for _, m := range sequence(get(props, "Metrics")) {
 			if st := get(m, "MetricStat"); st != nil {
 				inv = get(m, "Id").Value
-				if get(st, "Stat").Value != "Sum" || get(st, "Period").Value != strconv.Itoa(every) {
-					t.Errorf("%s: %s is not the Sum of its invocations per %d s, its schedule's interval", alarm, inv, every)
+				period, _ = strconv.Atoi(get(st, "Period").Value)
+				if get(st, "Stat").Value != "Sum" || period < every || period%every != 0 {
+					t.Errorf("%s: %s is not the Sum of the scheduled invocations per whole number of its schedule's intervals (%d s)", alarm, inv, every)
+					period = every
 				}
 			} else if r := get(m, "ReturnData"); r == nil || r.Value != "false" {
 				expr = get(m, "Expression").Value
@@ -187,7 +216,7 @@ func TestScheduledFunctionsPageWhenNotInvoked(t *testing.T) {
 		}
 		th := tp.params[get(props, "Threshold").Value]
 		if get(th, "Default") == nil || get(th, "Default").Value != "1" || get(th, "MaxValue") == nil || get(th, "MaxValue").Value != "1" {
-			t.Errorf("%s: its threshold parameter is not 1 at most: a period holds one run", alarm)
+			t.Errorf("%s: its threshold parameter is not 1 at most: a period may hold a single run (a new stack's first)", alarm)
 			continue
 		}
 		evalPeriods, err := strconv.Atoi(get(props, "EvaluationPeriods").Value)
@@ -203,8 +232,8 @@ func TestScheduledFunctionsPageWhenNotInvoked(t *testing.T) {
 			t.Errorf("%s: DatapointsToAlarm %d of %d: a function missing some of its runs is paged as stopped", alarm, toAlarm, evalPeriods)
 			continue
 		}
-		perDay := 86400 / every
-		for rangeLen := evalPeriods + 1; rangeLen <= max(perDay, evalPeriods+1); rangeLen++ {
+		perDay := 86400 / period
+		for rangeLen := evalPeriods + 1; rangeLen <= min(perDay, evalPeriods+24); rangeLen++ {
 			sim := alarmSim{evalPeriods: evalPeriods, toAlarm: toAlarm, rangeLen: rangeLen, threshold: 1}
 			where := fmt.Sprintf("%s, a range of %d periods", alarm, rangeLen)
 			// A new stack: the first run in its first interval, or its second.

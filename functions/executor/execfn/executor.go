@@ -267,6 +267,14 @@ const (
 	// run's first failure is its last try, and MetricRetriedRuns never
 	// counts it: this is the one metric of it. Any is worth a page.
 	MetricGivenUpRuns = "idemkit.executor.given_up_runs_total"
+	// MetricResumePasses counts the invocations of the minute schedule
+	// (ResumeEvent), one as each pass begins, whatever it then finds or
+	// fails at (a failed pass is the errors alarm's). No dimensions. It is
+	// written every minute on an idle stack too: a gap means the schedule
+	// did not invoke the function (its rule disabled, its invoke
+	// permission removed, its invocations throttled until dropped), and
+	// parked runs, and runs whose executor died, are not resumed meanwhile.
+	MetricResumePasses = "idemkit.executor.resume_passes_total"
 
 	// DimTrigger is MetricStartLag's one dimension: what started the run.
 	DimTrigger = "trigger"
@@ -1207,6 +1215,9 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 		// not a failure of the schedule's invocation. A query of the runs
 		// table that fails is: nothing of the pass ran, and the failed
 		// invocation is what the executor-errors alarm sees.
+		if x.Metrics != nil {
+			x.Metrics.Count(MetricResumePasses, 1, nil)
+		}
 		var failed []error
 		n, err := x.ResumeDue(ctx)
 		if errors.Is(err, ErrRunsQuery) {
