@@ -1508,6 +1508,11 @@ func (tp tmpl) emittedIn(t *testing.T, params map[string]string, name, dim strin
 			return tp.evalCond(t, "IdempotencySwept", params)
 		}
 		return tp.evalCond(t, "Swept", params)
+	case execfn.MetricStartLag, execfn.MetricStaleRuns, execfn.MetricRetriedRuns, execfn.MetricGivenUpRuns, execfn.MetricCapsBreached:
+		// A fenced-effects replica stack's api keeps its runs in the home
+		// stack's RunsTable: its own stays empty, and its executor starts,
+		// retries, ends and claims no run.
+		return !tp.evalCond(t, "ReplicaFenced", params)
 	}
 	return true
 }
@@ -1527,7 +1532,24 @@ var alarmPostures = []map[string]string{
 		"ExistingIdempotencyStreamLabel": "2026-01-01T00:00:00.000", "ExistingEffectsStreamLabel": "2026-01-01T00:00:00.000"},
 }
 
-// TestAlarmsReadOnlyWhatThePostureWrites (RED_TEAM 441): in each posture,
+// streamReadIn reports whether a metric (a node with Namespace, MetricName
+// and Dimensions) that is a function's IteratorAge is written in a stack
+// deployed with params: the executor's runs stream carries nothing in a
+// fenced-effects replica stack, whose runs are kept in the home stack.
+func (tp tmpl) streamReadIn(t *testing.T, params map[string]string, m *yaml.Node) bool {
+	t.Helper()
+	if ns := get(m, "Namespace"); ns == nil || ns.Value != "AWS/Lambda" || get(m, "MetricName").Value != "IteratorAge" {
+		return true
+	}
+	for _, d := range sequence(get(m, "Dimensions")) {
+		if slices.Contains(refs(get(d, "Value")), "ExecutorFunction") {
+			return !tp.evalCond(t, "ReplicaFenced", params)
+		}
+	}
+	return true
+}
+
+// TestAlarmsReadOnlyWhatThePostureWrites (RED_TEAM 441, 443): in each posture,
 // every metric of the stack's namespace a deployed alarm reads is one the
 // code writes in that posture (each such metric is billed, $0.10 a month,
 // and a term nothing writes only costs), and each alarm's expression names
@@ -1561,6 +1583,9 @@ func TestAlarmsReadOnlyWhatThePostureWrites(t *testing.T) {
 				mid := get(m, "Id").Value
 				read[mid] = true
 				st := get(get(m, "MetricStat"), "Metric")
+				if !tp.streamReadIn(t, params, st) {
+					t.Errorf("%v: %s reads the IteratorAge of a function whose stream nothing of this stack writes", params, id)
+				}
 				if ns := get(st, "Namespace"); ns.Tag != "!Sub" || ns.Value != stackNamespace {
 					continue
 				}
@@ -1570,6 +1595,18 @@ func TestAlarmsReadOnlyWhatThePostureWrites(t *testing.T) {
 				}
 				if name := get(st, "MetricName").Value; !tp.emittedIn(t, params, name, dim) {
 					t.Errorf("%v: %s reads %s %s %s (%s), which nothing writes in this posture: a metric paid for every month", params, id, ns, name, dim, mid)
+				}
+			}
+			if get(p, "MetricName") != nil && !tp.streamReadIn(t, params, p) {
+				t.Errorf("%v: %s reads the IteratorAge of a function whose stream nothing of this stack writes", params, id)
+			}
+			if ns, name := get(p, "Namespace"), get(p, "MetricName"); name != nil && ns.Tag == "!Sub" && ns.Value == stackNamespace {
+				dim := ""
+				for _, d := range sequence(get(p, "Dimensions")) {
+					dim = get(d, "Value").Value
+				}
+				if !tp.emittedIn(t, params, name.Value, dim) {
+					t.Errorf("%v: %s reads %s %s %s, which nothing writes in this posture: an alarm paid for every month that cannot fire", params, id, ns.Value, name.Value, dim)
 				}
 			}
 			named := map[string]bool{}
