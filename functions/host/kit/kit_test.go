@@ -65,6 +65,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatal(tn, err)
 	}
 	checkGranted(t, "AuthorizerRole", authUse, "ApiKeysTable")
+	checkAllUsed(t, "AuthorizerRole", authUse, "ApiKeysTable")
 
 	// api
 	apiCnt, apiUse := dynamotest.NewCounter(), newTableUse(logical)
@@ -140,6 +141,13 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable", "ApiKeysTable")
+	// Each grant on the runs table, its indexes and the api-keys table
+	// was used (the effects table's GetItem reads a recorded value kept
+	// beside its record, or a duplicate's record where the server returns
+	// no old item, neither of which this run meets).
+	for _, table := range []string{"RunsTable", "RunsTable/index/byWake", "RunsTable/index/byLive", "ApiKeysTable"} {
+		checkAllUsed(t, "ExecutorRole", exUse, table)
+	}
 	// The executor names runs only: no partition key its role's condition
 	// refuses (TestExecutorReachesRunsOnly); on the api-keys table, the
 	// tenant's signing secret only, once for both deliveries
@@ -208,6 +216,13 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	// Every write to the runs table was made (create, scoped create,
 	// cancel, reads): each action granted on it is needed.
 	checkAllUsed(t, "ApiRole", apiUse, "RunsTable")
+	// And on the effects table and its index (the witness). The
+	// idempotency table's are pinned to the store's calls by
+	// idem/dynamostore's TestIAMActionsMatchTheStoresCalls (a renewal,
+	// a chunked replay and a read back are not met here).
+	for _, table := range []string{"EffectsTable", "EffectsTable/index/byRun"} {
+		checkAllUsed(t, "ApiRole", apiUse, table)
+	}
 	// The api function does write the items the executor's role refuses
 	// (the scope's holder, the inbox): the condition is no formality.
 	checkLeadingKeys(t, "ApiRole", apiUse, "RunsTable", "#", true)
