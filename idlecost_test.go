@@ -139,7 +139,9 @@ func TestIdleCostIsTheTemplates(t *testing.T) {
 		"ExistingIdempotencyTable": "idem", "ExistingEffectsTable": "effects", "ExistingFenceTable": "fence", "ExistingRunsTable": "runs",
 		"ExistingIdempotencyStreamLabel": "2026-01-01T00:00:00.000", "ExistingEffectsStreamLabel": "2026-01-01T00:00:00.000"}
 	for label, params := range map[string]map[string]string{
-		"`single-region`": nil,
+		"`single-region`":                                       nil,
+		"`single-region`, `STRONG`":                             {"EffectsConsistency": "STRONG"},
+		"`reconciled-records`, replica region":                  {"CrossRegion": "reconciled-records", "HomeRegion": "eu-west-1", "ExistingIdempotencyTable": "idem", "ExistingEffectsTable": "effects", "ExistingIdempotencyStreamLabel": "2026-01-01T00:00:00.000", "ExistingEffectsStreamLabel": "2026-01-01T00:00:00.000"},
 		"`reconciled-records`, home, one replica region":        {"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"},
 		"`reconciled-records`, home, two replica regions":       {"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1,eu-central-1"},
 		"`fenced-effects`, home, one replica region":            {"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1"},
