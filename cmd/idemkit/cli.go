@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -104,7 +105,9 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	case err != nil:
 		fs.SetOutput(stderr)
 		line := "idemkit " + fs.Name() + ": " + flagDashes.Replace(hideSecretValue(strings.TrimSuffix(buf.String(), "\n")))
-		if want := acceptedValue(fs, err); want != "" {
+		if why := outOfRange(fs, err); why != "" {
+			line = strings.TrimSuffix(line, "parse error") + why
+		} else if want := acceptedValue(fs, err); want != "" {
 			line += "; " + want
 		}
 		fmt.Fprintln(stderr, line)
@@ -314,6 +317,69 @@ func acceptedValue(fs *flag.FlagSet, err error) string {
 		return "want true or false"
 	}
 	return ""
+}
+
+// outOfRange says why a numeric flag refused a value written as the flag
+// takes it (decimal digits, a duration with its unit) but beyond what its
+// type holds ("99999999999999999999", "9999999999h"), which the flag
+// package calls a parse error as it does a value that is no number: "out
+// of range", naming the largest value the flag accepts (largestAccepted,
+// else its type's), or for a value below the smallest that no numeric
+// flag of idemkit takes one below zero; "" for any other error.
+func outOfRange(fs *flag.FlagSet, err error) string {
+	m := refusedValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	v, uerr := strconv.Unquote(m[1])
+	f := fs.Lookup(m[2])
+	if uerr != nil || f == nil {
+		return ""
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	largest := ""
+	switch g.Get().(type) {
+	case time.Duration:
+		if !durationForm.MatchString(v) {
+			return ""
+		}
+		largest = time.Duration(math.MaxInt64).String()
+	case int:
+		if !decimalForm.MatchString(v) {
+			return ""
+		}
+		largest = strconv.Itoa(math.MaxInt)
+	default:
+		return ""
+	}
+	if strings.HasPrefix(v, "-") {
+		return "out of range; want a value that is not negative"
+	}
+	if l, ok := largestAccepted[f.Name]; ok {
+		largest = l
+	}
+	return "out of range; the largest accepted is " + largest
+}
+
+// refusedValue matches the flag package's refusal of a value its type
+// cannot take: the value (quoted) and the flag's name.
+var refusedValue = regexp.MustCompile(`^invalid value ("(?:[^"\\]|\\.)*") for flag -([^:]+): parse error$`)
+
+// durationForm is time.ParseDuration's grammar ("1h30m", "-1.5s", "0"),
+// decimalForm decimalInt's (digits, without a leading 0 or '+'): a value
+// in that form which the flag refused is too large or too small for it.
+var (
+	durationForm = regexp.MustCompile(`^[-+]?(0|((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)$`)
+	decimalForm  = regexp.MustCompile(`^-?[1-9]\d*$`)
+)
+
+// largestAccepted names the largest value of the numeric flags that
+// accept less than their type holds, as outOfRange says it.
+var largestAccepted = map[string]string{
+	"idempotency-wait": "1m", // IDEMPOTENCY_WAIT_MS: 0..60000
 }
 
 // usageError ends a command on a usage error found after its flags were
