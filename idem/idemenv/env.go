@@ -13,6 +13,7 @@
 package idemenv
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -140,10 +141,10 @@ func Load(getenv func(string) string) (Env, error) {
 	if v := strings.TrimSpace(getenv(LeaseSeconds)); v != "" {
 		n, err := strconv.Atoi(v)
 		switch {
-		case err != nil:
-			p = append(p, fmt.Sprintf("%s=%q: want whole seconds", LeaseSeconds, v))
-		case n < int(idem.MinLease/time.Second) || n > int(idem.MaxLease/time.Second): // compared before multiplying: a huge n would wrap
-			p = append(p, fmt.Sprintf("%s=%d: must be 30..3600", LeaseSeconds, n))
+		case err != nil && !errors.Is(err, strconv.ErrRange):
+			p = append(p, fmt.Sprintf("%s=%q: want whole seconds, 30..3600", LeaseSeconds, v))
+		case err != nil || n < int(idem.MinLease/time.Second) || n > int(idem.MaxLease/time.Second): // compared before multiplying: a huge n would wrap
+			p = append(p, fmt.Sprintf("%s=%s: must be 30..3600", LeaseSeconds, v))
 		default:
 			e.Lease = time.Duration(n) * time.Second
 		}
@@ -151,9 +152,9 @@ func Load(getenv func(string) string) (Env, error) {
 	if v := strings.TrimSpace(getenv(RetentionHours)); v != "" {
 		if strings.EqualFold(v, "forever") || v == "0" {
 			e.Retention = idem.Forever
-		} else if n, err := strconv.Atoi(v); err != nil || n < 0 {
+		} else if n, err := strconv.Atoi(v); (err != nil || n < 0) && !(errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-")) {
 			p = append(p, fmt.Sprintf("%s=%q: want whole hours, 0 or \"forever\"", RetentionHours, v))
-		} else if n > maxRetentionHours {
+		} else if err != nil || n > maxRetentionHours { // err: beyond an int (RED_TEAM 521)
 			p = append(p, fmt.Sprintf("%s=%q: at most %d hours (the longest a duration holds, about 292 years), or \"forever\"", RetentionHours, v, maxRetentionHours))
 		} else {
 			e.Retention = time.Duration(n) * time.Hour

@@ -338,14 +338,18 @@ func (s Setting) parse(e *Env, v string) error {
 		return s.set(e, v)
 	}
 	n, err := strconv.Atoi(v)
+	// A count of days above what a duration holds is refused naming that
+	// largest, also one beyond what an int holds (RED_TEAM 521): the
+	// "at least" below would tell it to be what it is.
+	tooLarge := errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-")
+	if s.Unit == unitDays && (tooLarge || err == nil && n > maxDurationDays) {
+		return fmt.Errorf("want %s, at most %d (the longest a duration holds, about 292 years)", s.Unit, maxDurationDays)
+	}
 	if err != nil || n < s.Min || n > s.Max {
 		if s.Max == unbounded {
 			return fmt.Errorf("want %s, at least %d", s.Unit, s.Min)
 		}
 		return fmt.Errorf("want %s %d..%d", s.Unit, s.Min, s.Max)
-	}
-	if s.Unit == unitDays && n > maxDurationDays {
-		return fmt.Errorf("want %s, at most %d (the longest a duration holds, about 292 years)", s.Unit, maxDurationDays)
 	}
 	s.num(e, n)
 	return nil
