@@ -154,7 +154,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		if errors.As(err, new(*types.ResourceNotFoundException)) {
 			where := "in region " + c.Options().Region
 			if *endpoint != "" {
-				where = "at " + *endpoint
+				where = "at " + shownURL(*endpoint)
 			}
 			fmt.Fprintf(stderr, "idemkit apikey create: table %q does not exist %s: name the api-keys table with --table (or $%s), or create it (idemkit tables create --only api-keys --endpoint URL; on AWS, deploy template.yaml)\n",
 				tbl, where, settings.EnvAPIKeysTable)
@@ -308,7 +308,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	where := "in region " + c.Options().Region
 	if *endpoint != "" {
-		where = "at " + *endpoint
+		where = "at " + shownURL(*endpoint)
 	}
 	owner, err := apikeys.Revoke(ctx, c, tbl, hash, *tenant)
 	lost := errors.Is(err, apikeys.ErrAnswerLost)

@@ -278,6 +278,11 @@ func hideSecretValue(msg string) string {
 	name, _, _ := strings.Cut(msg[i+len(mid):], ":")
 	keyOf, secret := secretFlags[name]
 	if !secret {
+		// A URL's password (--endpoint http://user:PASS@host) is not
+		// quoted either (RED_TEAM 522).
+		if v, err := strconv.Unquote(msg[len(prefix):i]); err == nil && shownURL(v) != v {
+			return prefix + strconv.Quote(shownURL(v)) + msg[i:]
+		}
 		return msg
 	}
 	if v, err := strconv.Unquote(msg[len(prefix):i]); err == nil && !apikeys.ValidKey(keyOf(v)) {

@@ -128,7 +128,7 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(fs, stderr, "want exactly one URL")
 	}
 	if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageError(fs, stderr, "URL %q: want an http:// or https:// URL, such as http://127.0.0.1:3000", pos[0])
+		return usageError(fs, stderr, "URL %q: want an http:// or https:// URL, such as http://127.0.0.1:3000", shownURL(pos[0]))
 	}
 	cfg.BaseURL = pos[0]
 	cfg.Profile = conform.Profile(profile)

@@ -143,7 +143,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			unreachable = "is it running, and is " + hostsettings.EnvDynamoDBEndpoint + " right?"
 		}
 		if err := checkEndpoint(*endpoint); err != nil {
-			return usageError(fs, stderr, "%s %q (stands for --dynamodb-endpoint): %v", hostsettings.EnvDynamoDBEndpoint, *endpoint, err)
+			return usageError(fs, stderr, "%s %q (stands for --dynamodb-endpoint): %v", hostsettings.EnvDynamoDBEndpoint, shownURL(*endpoint), err)
 		}
 	}
 	if *endpoint == "" {

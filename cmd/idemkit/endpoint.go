@@ -45,3 +45,14 @@ func endpointFlag(fs *flag.FlagSet, name, usage string) *string {
 	fs.Var(endpointValue{p}, name, usage)
 	return p
 }
+
+// shownURL is an endpoint or API URL as a message prints it: a password
+// given in it (http://user:PASS@host) replaced by "xxxxx", since the
+// message goes to stderr, a CI log or a shared terminal (RED_TEAM 522).
+func shownURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}

@@ -91,7 +91,7 @@ func secretTable(ctx context.Context, fs *flag.FlagSet, stderr io.Writer, cmd, e
 // "in region R".
 func tableWhere(c *dynamodb.Client, endpoint string) string {
 	if endpoint != "" {
-		return "at " + endpoint
+		return "at " + shownURL(endpoint)
 	}
 	return "in region " + c.Options().Region
 }

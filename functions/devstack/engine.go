@@ -3,6 +3,7 @@ package devstack
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,7 +59,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 			}
 			stop = ser.Close
 			engine, endpoint = emulator.Moto, ser.Endpoint
-			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.Endpoint))
+			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", shownURL(o.Endpoint)))
 		}
 	}
 	return &devEngine{engine: engine, endpoint: endpoint, streams: streams, stop: stop}, nil
@@ -127,7 +128,7 @@ func noteEndpointVarUnused(o Options, logger *slog.Logger) {
 		return
 	}
 	if v := strings.TrimSpace(o.Getenv(hostsettings.EnvDynamoDBEndpoint)); v != "" {
-		logger.Info("dev: "+hostsettings.EnvDynamoDBEndpoint+" is not used: --emulator starts an engine of its own", slog.String("engine", o.Engine), slog.String("endpoint", v))
+		logger.Info("dev: "+hostsettings.EnvDynamoDBEndpoint+" is not used: --emulator starts an engine of its own", slog.String("engine", o.Engine), slog.String("endpoint", shownURL(v)))
 	}
 }
 
@@ -152,4 +153,15 @@ func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), 
 		o.Logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", m.Endpoint), slog.Int("pid", m.PID()))
 	}
 	return m.Endpoint, m.Stop, nil
+}
+
+// shownURL is an endpoint as dev prints or logs it: a password given in
+// it (http://user:PASS@host, which the SDK does not send) replaced by
+// "xxxxx" (RED_TEAM 522).
+func shownURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
 }

@@ -75,7 +75,7 @@ func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting, cut fu
 	if st.feed != nil {
 		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: the executor runs what this process writes, and nothing is audited (use --emulator %s for the deployed stream mappings and the auditor)\n", engineName(engine), streamEngines())
 	}
-	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), shownURL(endpoint), time.Since(start).Round(time.Millisecond))
 	if k0, _, ok := splitAPIKey(o.APIKeys[0]); ok && (st.k.Guard == nil || st.k.Guard.Config().Disabled) {
 		// Layer 1 off (IDEMPOTENCY_ENABLED=false): a key is ignored and
 		// every POST makes a run, so the line promises no replay.

@@ -213,7 +213,7 @@ func (e *env) actionRead(body []byte) (c call, named bool, err error) {
 				return call{method: http.MethodGet, path: v.StatusURL, url: abs.String()}, true, nil
 			}
 		}
-		return call{}, true, fmt.Errorf("the answer names statusUrl %q, not on the API's origin %s: a status link must resolve under the origin the request was made to (a relative path, or an absolute URL on that origin, never downgrading its scheme)", v.StatusURL, e.cfg.BaseURL)
+		return call{}, true, fmt.Errorf("the answer names statusUrl %q, not on the API's origin %s: a status link must resolve under the origin the request was made to (a relative path, or an absolute URL on that origin, never downgrading its scheme)", v.StatusURL, shownURL(e.cfg.BaseURL))
 	}
 	if id == "" {
 		return call{}, false, nil

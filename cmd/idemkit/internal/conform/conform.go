@@ -87,7 +87,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			n := len(ScenariosFor(rc.Profile))
 			return nil, fmt.Errorf("%w: %d of %d scenarios not run", ErrInterrupted, n, n)
 		}
-		return nil, fmt.Errorf("%w %s: %w", ErrUnreachable, rc.BaseURL, err)
+		return nil, fmt.Errorf("%w %s: %w", ErrUnreachable, shownURL(rc.BaseURL), err)
 	}
 	if rc.Notes != nil && advertised != "" && advertised != string(rc.Profile) {
 		fmt.Fprintf(rc.Notes, "idemkit conform: the API advertises the %s policy (GET /.well-known/openwop), not the %s policy this profile checks, "+
@@ -229,3 +229,13 @@ func reachable(parent context.Context, c *http.Client, base string, timeout time
 // advertisedPolicyExtension is the discovery extension in which an idemkit
 // host names its idempotency policy.
 const advertisedPolicyExtension = "idemkit.idempotency"
+
+// shownURL is the API's URL as a message prints it: a password given in
+// it (http://user:PASS@host) replaced by "xxxxx" (RED_TEAM 522).
+func shownURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
