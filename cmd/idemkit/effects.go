@@ -355,8 +355,8 @@ examples:
 	if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) || !utf8.ValidString(*operator) {
 		return usageError(fs, stderr, "%s %q: want 1..128 bytes of printable UTF-8 text", opFrom, *operator)
 	}
-	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) || !utf8.ValidString(*note) {
-		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (got %d bytes)", len(*note))
+	if why := noteProblem(*note); why != "" {
+		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (%s)", why)
 	}
 	l, fstore, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion, effectID)
 	if isTableUsage(err) {
@@ -466,6 +466,26 @@ func unproject(id string) string {
 // isControlRune reports a control character the ledger refuses in an
 // operator's identity or note (a note may hold line breaks): C0, DEL and
 // C1.
+// noteProblem says what keeps a --note from being recorded: what it holds
+// that is not printable UTF-8 text or a line break (a carriage return
+// pasted with Windows line breaks, bytes that are not UTF-8), and where,
+// else its length past 512 bytes (RED_TEAM 523); "" for a note recorded as
+// it is.
+func noteProblem(note string) string {
+	for i, c := range note {
+		switch {
+		case c == utf8.RuneError && !strings.HasPrefix(note[i:], "\uFFFD"):
+			return fmt.Sprintf("it is not UTF-8 at byte %d", i)
+		case c != '\n' && isControlRune(c):
+			return fmt.Sprintf("it holds a control character (U+%04X) at byte %d", c, i)
+		}
+	}
+	if len(note) > 512 {
+		return fmt.Sprintf("got %d bytes", len(note))
+	}
+	return ""
+}
+
 func isControlRune(c rune) bool { return c < 0x20 || c >= 0x7f && c < 0xa0 }
 
 // namesSomeone reports whether an operator identity has a visible
