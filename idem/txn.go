@@ -882,7 +882,20 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	if renew {
 		hctx, hb = t.startHeartbeat(&x.values, until, rec.Expires)
 	}
+	// A handler whose goroutine ends in runtime.Goexit (testing's FailNow
+	// called in a handler, a library ending its goroutine so) never
+	// returns here: safeCall recovers a panic, not that. The deferred call
+	// then stops the heartbeat and releases the claim as for a handler
+	// that panicked, so that no lease renewed for as long as the process
+	// lives holds the key (RED_TEAM 500).
+	returned := false
+	defer func() {
+		if !returned {
+			t.goexited(ctx, rec, hb)
+		}
+	}()
 	resp, err := safeCall(hctx, run)
+	returned = true
 	if hb != nil {
 		hb.stop()
 	}
@@ -1050,6 +1063,23 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		}
 		return t.answer(ctx, resp, rec, unread, false)
 	}
+}
+
+// goexited ends the attempt of rec whose handler ended its goroutine
+// (runtime.Goexit) instead of returning, on that goroutine's way out: the
+// heartbeat hb (nil when none runs) is stopped and the record released
+// for a retry, as after a handler's panic. Nobody is answered: the
+// goroutine that would answer is ending.
+func (t *txn) goexited(ctx context.Context, rec Record, hb *heartbeat) {
+	if hb != nil {
+		hb.stop()
+	}
+	now := t.g.clock.Now()
+	wctx := t.g.storeCtxAt(&t.x.call, ctx, true, t.x.leaseEnd, t.g.wallAt(now))
+	defer wctx.release()
+	t.logFailure(ctx, slog.LevelError, "idempotency: handler ended its goroutine without returning (runtime.Goexit); record left retryable",
+		slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
+	t.release(wctx, rec, now)
 }
 
 // completionWritten releases rec after its completion with Transact writes
