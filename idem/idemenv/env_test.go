@@ -180,3 +180,20 @@ func TestEnvRetentionBelowThePolicyMinimum(t *testing.T) {
 		}
 	}
 }
+
+// Every spelling of zero hours in IDEMPOTENCY_RETENTION_HOURS that Load
+// reads as a number means what "0" means, never expire: "00", "+0" and
+// "-0" were taken as unset, the policy's default (24 h under the OpenWOP
+// policy), so records meant to be kept for ever expired after a day
+// (RED_TEAM 501).
+func TestEnvRetentionZeroHoursIsForeverHoweverSpelled(t *testing.T) {
+	for _, v := range []string{"0", "00", "+0", "-0", " 000 "} {
+		for _, policy := range []string{"", "erp"} {
+			env := map[string]string{idemenv.RetentionHours: v, idemenv.Policy: policy}
+			e, err := idemenv.Load(func(k string) string { return env[k] })
+			if err != nil || e.Retention != idem.Forever || e.EffectiveRetention() != idem.Forever {
+				t.Errorf("%s=%q (policy %q): retention %v (effective %v), %v; want forever", idemenv.RetentionHours, v, policy, e.Retention, e.EffectiveRetention(), err)
+			}
+		}
+	}
+}
