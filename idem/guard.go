@@ -48,7 +48,7 @@ import (
 //     returned, its work done; only a status the policy never keeps
 //     (below) is released, whatever the body.
 //     Under PolicyOpenWOP:
-//   - 408, 429, 5xx, handler errors and panics are never replayed: the record
+//   - 408, 429, 499, 5xx, handler errors and panics are never replayed: the record
 //     becomes retryable-failure and a same-key retry runs the handler again
 //     (handler errors and panics under every policy).
 //   - 400 idempotency_key_invalid, 400 validation_error, 401 and 403 leave no

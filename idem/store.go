@@ -15,7 +15,7 @@ const _ = uint(respsize.Max-MaxResponseBytes-respsize.Room) + uint(MaxResponseBy
 //
 //	pending -> completed          (2xx; cached and replayed)
 //	        -> terminal-failure   (non-retryable 4xx; cached and replayed)
-//	        -> retryable-failure  (408, 429, 5xx, handler error or panic; never replayed,
+//	        -> retryable-failure  (408, 429, 499, 5xx, handler error or panic; never replayed,
 //	                               a same-key retry reclaims and runs again)
 //	        -> deleted            (400 idempotency_key_invalid, 400 validation_error,
 //	                               401, 403: outcomes that are never cached)

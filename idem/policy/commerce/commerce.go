@@ -103,7 +103,9 @@ const (
 // (idem.Forget), so the same key later runs fresh; a 503
 // idemkit.store_unavailable (a store out of reach while the action ran:
 // its outcome unknown, not failed) leaves the record retryable
-// (idem.Retry), so the same key runs again, as its Retry-After says;
+// (idem.Retry), so the same key runs again, as its Retry-After says, and
+// so does a 499 (the request cut short by its client's hang-up, its
+// outcome unknown);
 // every other outcome, 1xx..3xx, the other 4xx and every other 5xx, is
 // final and replayed (a failed action replays as failed). A handler error
 // or panic (no response) still leaves the record retryable, as under
@@ -115,6 +117,13 @@ func cacheCommerce(status int, code string) idem.Disposition {
 	}
 	if status == 409 && code == apierr.CodeRunAlreadyActive {
 		return idem.Forget
+	}
+	if status == idem.StatusClientClosed {
+		// A request cut short by its client's hang-up (a handler's own
+		// 499, as grpc-gateway answers a cancelled call): no failed
+		// action, its outcome unknown; the same key runs again
+		// (RED_TEAM 502).
+		return idem.Retry
 	}
 	if status == 503 && code == idem.CodeStoreUnavailable {
 		// A store out of reach while the action ran: its outcome is

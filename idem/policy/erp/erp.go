@@ -25,7 +25,7 @@ var (
 	// CredentialOrganization; empty, the anonymous client, when
 	// authentication is disabled: idem.SingleTenant, or an anonymous request under
 	// idem.AnonymousTenant) + method and route + key; outcomes cached as
-	// idem.PolicyOpenWOP (408, 429, 5xx and handler errors retryable, deterministic business
+	// idem.PolicyOpenWOP (408, 429, 499, 5xx and handler errors retryable, deterministic business
 	// answers replayed); retention 720 h; every guarded response carries
 	// "Idempotency-Replayed: true|false", the key echoed in
 	// "Idempotency-Key", "Idempotency-Original-Request-ID" and
