@@ -104,8 +104,9 @@ const (
 // idemkit.store_unavailable (a store out of reach while the action ran:
 // its outcome unknown, not failed) leaves the record retryable
 // (idem.Retry), so the same key runs again, as its Retry-After says, and
-// so does a 499 (the request cut short by its client's hang-up, its
-// outcome unknown);
+// so do a 499 (the request cut short by its client's hang-up, its
+// outcome unknown) and a 409 idempotency_in_flight (a service the handler
+// forwarded the key to still processing it);
 // every other outcome, 1xx..3xx, the other 4xx and every other 5xx, is
 // final and replayed (a failed action replays as failed). A handler error
 // or panic (no response) still leaves the record retryable, as under
@@ -117,6 +118,11 @@ func cacheCommerce(status int, code string) idem.Disposition {
 	}
 	if status == 409 && code == apierr.CodeRunAlreadyActive {
 		return idem.Forget
+	}
+	if status == 409 && code == apierr.CodeIdempotencyInFlight {
+		// "Not yet": a handler passing on the answer of a service it
+		// forwarded the key to, still processing it (RED_TEAM 503).
+		return idem.Retry
 	}
 	if status == idem.StatusClientClosed {
 		// A request cut short by its client's hang-up (a handler's own

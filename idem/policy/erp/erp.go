@@ -25,8 +25,9 @@ var (
 	// CredentialOrganization; empty, the anonymous client, when
 	// authentication is disabled: idem.SingleTenant, or an anonymous request under
 	// idem.AnonymousTenant) + method and route + key; outcomes cached as
-	// idem.PolicyOpenWOP (408, 429, 499, 5xx and handler errors retryable, deterministic business
-	// answers replayed); retention 720 h; every guarded response carries
+	// idem.PolicyOpenWOP (408, 429, 499, 5xx, a 409 in progress in either
+	// spelling and handler errors retryable, deterministic business
+	// answers replayed: cacheERP); retention 720 h; every guarded response carries
 	// "Idempotency-Replayed: true|false", the key echoed in
 	// "Idempotency-Key", "Idempotency-Original-Request-ID" and
 	// "X-Request-ID"; a duplicate of a pending request is answered at once
@@ -52,7 +53,7 @@ var (
 			Credential: []string{CredentialClient, CredentialCompany, CredentialOrganization},
 			Operation:  true,
 		},
-		Cache:           idem.PolicyOpenWOP.Cache,
+		Cache:           cacheERP,
 		Retention:       720 * time.Hour,
 		Headers:         erpHeaders,
 		InFlight:        idem.InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true, NoWait: true},
@@ -88,6 +89,19 @@ func erpHeaders(h map[string][]string, a idem.Answer) {
 	if a.RequestID != "" {
 		h[HeaderRequestID] = []string{a.RequestID}
 	}
+}
+
+// cacheERP is Policy's idem.Policy.Cache: idem.PolicyOpenWOP's, which
+// releases a 409 idempotency_in_flight, and a 409 in the policy's own
+// spelling of it, CodeRequestInProgress, too: a handler passing on the
+// answer of an ERP service it forwarded the key to, still processing it,
+// says "not yet", which a replay would answer for the retention
+// (RED_TEAM 503).
+func cacheERP(status int, code string) idem.Disposition {
+	if status == 409 && code == CodeRequestInProgress {
+		return idem.Retry
+	}
+	return idem.PolicyOpenWOP.Cache(status, code)
 }
 
 // erpCodes maps the OpenWOP registry codes the ERP policy has codes of its
