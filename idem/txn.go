@@ -1077,7 +1077,9 @@ func (t *txn) goexited(ctx context.Context, rec Record, hb *heartbeat) {
 	now := t.g.clock.Now()
 	wctx := t.g.storeCtxAt(&t.x.call, ctx, true, t.x.leaseEnd, t.g.wallAt(now))
 	defer wctx.release()
-	t.logFailure(ctx, slog.LevelError, "idempotency: handler ended its goroutine without returning (runtime.Goexit); record left retryable",
+	// Logged here whatever the adapter (an adapter that logs each failed
+	// record itself, SQS's, never gets to: its goroutine is ending too).
+	t.logf(ctx, slog.LevelError, "idempotency: handler ended its goroutine without returning (runtime.Goexit); record left retryable",
 		slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
 	t.release(wctx, rec, now)
 }
