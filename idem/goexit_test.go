@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -56,6 +57,9 @@ func TestHandlerThatEndsItsGoroutineLeavesTheKeyRetryable(t *testing.T) {
 		}
 		serve()
 		released(t, e)
+		if logs := e.logs.String(); !strings.Contains(logs, "runtime.Goexit") || strings.Contains(logs, testKey) {
+			t.Fatalf("logs %s: want the line saying the handler ended its goroutine, without the raw key", logs)
+		}
 		if w := serve(); w.Code != 201 || calls != 2 {
 			t.Fatalf("retry: %d %s, handler ran %d times; want 201 from a second run", w.Code, w.Body, calls)
 		}
