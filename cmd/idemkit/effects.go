@@ -688,11 +688,15 @@ type outcomeJSON struct {
 	Error string `json:"error,omitempty"`
 }
 
+// opt is a time in the --json output: as stamp writes it (UTC, three
+// fraction digits; the ledger keeps milliseconds), so a script comparing
+// or sorting the strings orders them as the times (RED_TEAM BG); "" for
+// none, which omitempty leaves out.
 func opt(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return stamp(t)
 }
 
 func viewJSON(v ledger.EffectView) viewJSONT {
