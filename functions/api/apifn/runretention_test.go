@@ -1,6 +1,7 @@
 package apifn
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
 // TestGetRunAfterItsRetention: a run cancelled through the API under a run
@@ -67,4 +69,55 @@ func TestGetRunAfterItsRetention(t *testing.T) {
 	if n := mem.Len(); n != 0 {
 		t.Fatalf("%d runs after the replay, want none (the expired run dropped, none created)", n)
 	}
+}
+
+// TestRunPastItsRetentionBeforeItsDeletion (RED_TEAM 480): on RunsTable a
+// run past its retention is answered as TestGetRunAfterItsRetention
+// answers it on the memory store, from its expiry on and before DynamoDB's
+// TTL deletes its item (some time later, up to days): GET, its events,
+// its effects witness, a retry, a fork, a cancel, a pause and a resume are
+// 404 not_found, on the three engines; a second before its expiry it is
+// served. Nothing deletes the item here.
+func TestRunPastItsRetentionBeforeItsDeletion(t *testing.T) {
+	const retention = 14 * 24 * time.Hour
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		clk := clock.NewManual(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable"),
+			Retention: retention, Now: clk.Now}
+		f := hostOf(t, rs, idem.Config{}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+		created, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
+		if created.StatusCode != http.StatusCreated {
+			t.Fatalf("create: %d %s", created.StatusCode, created.Body)
+		}
+		id, _ := m["runId"].(string)
+		path := "/runs/" + runs.ProjectID(id)
+		clk.Advance(time.Minute)
+		// A failed run (a retry's source) ends by the executor's write.
+		if _, err := rs.Transition(t.Context(), id, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		ended, err := rs.Get(t.Context(), id)
+		if err != nil || ended.ExpiresAt.IsZero() {
+			t.Fatalf("the failed run: expiresAt %v %v, want one", ended.ExpiresAt, err)
+		}
+
+		clk.Set(ended.ExpiresAt.Add(-time.Second))
+		if r, _ := f.do(t, ev("GET", path, "acme", "", "")); r.StatusCode != http.StatusOK {
+			t.Fatalf("a second before its expiry: %d %s, want 200", r.StatusCode, r.Body)
+		}
+		clk.Set(ended.ExpiresAt)
+		for _, c := range []struct{ method, sub, body string }{
+			{"GET", "", ""}, {"HEAD", "", ""}, {"GET", "/events", ""}, {"GET", "/events/poll", ""}, {"GET", "/effects", ""},
+			{"POST", "/retry", ""}, {"POST", ":fork", `{"mode":"replay"}`}, {"POST", "/cancel", `{}`},
+			{"POST", ":pause", `{}`}, {"POST", ":resume", `{}`},
+		} {
+			r, g := f.do(t, ev(c.method, path+c.sub, "acme", "", c.body))
+			if r.StatusCode != http.StatusNotFound || (c.method != "HEAD" && g["error"] != "not_found") {
+				t.Errorf("%s %s at its expiry, not yet deleted: %d %s, want 404 not_found", c.method, c.sub, r.StatusCode, r.Body)
+			}
+		}
+		if n, err := rs.Get(t.Context(), id); !errors.Is(err, runs.ErrRunNotFound) {
+			t.Fatalf("the store reads %s %v, want ErrRunNotFound", n.Status, err)
+		}
+	})
 }

@@ -92,6 +92,11 @@ type DynamoRuns struct {
 	// where a marker is needed only while the request that listed the id
 	// is still writing its run, and to far more than any request lives.
 	MarkerRetention time.Duration
+	// Now is the clock that tells a run past its expiry (only read when
+	// an item carries one): such a run reads as missing, as MemRuns reads
+	// it, though RunsTable's TTL deletes it only some time later (up to
+	// days). Default: the system clock.
+	Now func() time.Time
 
 	// conflictWait waits d before createListed sends again a transaction
 	// cancelled by a conflict alone, returning ctx's error should ctx end
@@ -817,10 +822,26 @@ func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
 		return Run{}, fmt.Errorf("host: get run: %w", err)
 	}
 	r, ok := RunFromItem(out.Item)
-	if !ok {
+	if !ok || d.gone(r) {
 		return Run{}, ErrRunNotFound
 	}
 	return r, nil
+}
+
+// gone reports whether r, as read from the table, is past its expiry by
+// d's clock (RED_TEAM 480): it reads as missing from that second on, as
+// MemRuns reads it, though RunsTable's TTL deletes the item only some
+// time later (up to days). The clock is read only for an ended run that
+// carries an expiry.
+func (d *DynamoRuns) gone(r Run) bool {
+	if r.ExpiresAt.IsZero() {
+		return false
+	}
+	now := d.Now
+	if now == nil {
+		now = clock.System{}.Now
+	}
+	return expired(r, now())
 }
 
 // Transition implements RunStore: one UpdateItem conditional on the current
@@ -885,7 +906,7 @@ func (d *DynamoRuns) cancelUnwritten(ctx context.Context, id string, from []Stat
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		if _, ok := RunFromItem(ccf.Item); len(ccf.Item) > 0 && !ok {
+		if r, ok := RunFromItem(ccf.Item); len(ccf.Item) > 0 && (!ok || d.gone(r)) {
 			return Run{}, ErrRunNotFound
 		}
 		return d.transition(ctx, id, from, StatusCancelled, "", by, reason, now)
@@ -1149,7 +1170,10 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		cur, ok := RunFromItem(ccf.Item)
-		if !ok {
+		switch {
+		case ok && d.gone(cur):
+			return Run{}, ErrRunNotFound
+		case !ok:
 			if cur, err = d.Get(ctx, id); err != nil {
 				return Run{}, err
 			}

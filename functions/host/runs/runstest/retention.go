@@ -21,6 +21,7 @@ var retentionCases = []testCase{
 	{"Retention/Race", retentionRace},
 	{"Retention/LostAnswer", retentionLostAnswer},
 	{"Retention/ScopeOfAnExpiredHolder", retentionScopeOfAnExpiredHolder},
+	{"Retention/ExpiredBeforeItsDeletion", retentionExpiredBeforeItsDeletion},
 	{retentionOneWriteCase, retentionOneWrite},
 }
 
@@ -357,4 +358,32 @@ func retentionScopeOfAnExpiredHolder(t *testing.T, e *env) {
 		t.Fatalf("the new holder: %+v, want pending without an expiry", got)
 	}
 	e.mustRefuse(t, e.scopedRun("acme", ended.ExpiresAt.Sub(e.now)+2*time.Minute), "s", next.ID)
+}
+
+// retentionExpiredBeforeItsDeletion: a run past its expiry reads as missing
+// by the store's clock alone, before anything deletes it (DynamoDB's TTL
+// deletes an expired item some time after its expiry, up to days later):
+// Get is ErrRunNotFound, and so is a write that ends it, from that second
+// on; a second before, it is read and refused as ended. No deletion
+// (Harness.Expire) takes part.
+func retentionExpiredBeforeItsDeletion(t *testing.T, e *env) {
+	r := e.newRun(t, 0)
+	ended, err := e.st.Cancel(e.ctx, r.ID, live, "", "", e.at(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.set(ended.ExpiresAt.Add(-time.Second))
+	if got := e.get(t, r.ID); got.Status != runs.StatusCancelled {
+		t.Fatalf("a second before its expiry: %s, want cancelled", got.Status)
+	}
+	if _, err := e.st.Transition(e.ctx, r.ID, live, runs.StatusCancelled, "", e.at(2*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("a second before its expiry, a transition: %v, want ErrStatusConflict", err)
+	}
+	e.clock.set(ended.ExpiresAt)
+	if got, err := e.st.Get(e.ctx, r.ID); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("at its expiry, not yet deleted: %s %v, want ErrRunNotFound", got.Status, err)
+	}
+	if _, err := e.st.Transition(e.ctx, r.ID, live, runs.StatusCancelled, "", e.at(3*time.Second)); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("at its expiry, a transition: %v, want ErrRunNotFound", err)
+	}
 }

@@ -66,9 +66,9 @@ func TestDynamoRuns(t *testing.T) {
 				})
 				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 			},
-			NewRetaining: func(t *testing.T, retention time.Duration, _ func() time.Time) runstest.Store {
+			NewRetaining: func(t *testing.T, retention time.Duration, now func() time.Time) runstest.Store {
 				faults.Clear()
-				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Retention: retention}
+				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Retention: retention, Now: now}
 			},
 			StoredExpiry: func(t *testing.T, st runstest.Store, id string) (int64, bool) {
 				t.Helper()
