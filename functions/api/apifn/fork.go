@@ -81,7 +81,9 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 		var n json.Number
 		d := json.NewDecoder(bytes.NewReader(s))
 		d.UseNumber()
-		if len(s) == 0 || s[0] == '"' || d.Decode(&n) != nil {
+		// null decodes into a json.Number as "" without an error: it is
+		// no number either (RED_TEAM 481).
+		if len(s) == 0 || s[0] == '"' || d.Decode(&n) != nil || n == "" {
 			return req, validation("fromSeq", "fromSeq must be a non-negative integer sequence")
 		}
 		i, err := seqOf(n)

@@ -8,7 +8,8 @@ import (
 // TestForkFromSeqRefusalSaysWhatIsWrong: a fromSeq that is not an integer
 // (1.5, 2.25e0) is refused as not an integer, a negative one as negative,
 // and only one past the largest sequence as out of range — never a
-// fraction called "out of range"; each names details.field fromSeq.
+// fraction called "out of range", nor null (RED_TEAM 481); each names
+// details.field fromSeq.
 func TestForkFromSeqRefusalSaysWhatIsWrong(t *testing.T) {
 	for in, want := range map[string]string{
 		"1.5":              "must be an integer",
@@ -19,6 +20,10 @@ func TestForkFromSeqRefusalSaysWhatIsWrong(t *testing.T) {
 		"9007199254740992": "out of range",
 		"1e30":             "out of range",
 		`"3"`:              "must be a non-negative integer",
+		"null":             "must be a non-negative integer",
+		"true":             "must be a non-negative integer",
+		"[1]":              "must be a non-negative integer",
+		"{}":               "must be a non-negative integer",
 	} {
 		_, e := parseFork([]byte(`{"mode":"replay","fromSeq":` + in + `}`))
 		if e == nil || e.Status != 400 || e.Details["field"] != "fromSeq" || !strings.Contains(e.Message, want) {
