@@ -812,7 +812,8 @@ func (d *DynamoRuns) link(ctx context.Context, failedID, retryID string, capped 
 	}
 }
 
-// Get implements RunStore (one strongly consistent GetItem).
+// Get implements RunStore (one strongly consistent GetItem): a run past
+// its expiry is ErrRunNotFound (gone), as after RunsTable's TTL deleted it.
 func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
 	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true),
@@ -1153,8 +1154,9 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 // (Transition, AppendLog, Claim): upd applied when cond holds, the run
 // after it returned (ALL_NEW). When cond does not hold it returns the run
 // as it is with ErrStatusConflict: the item the failed condition returned
-// (ALL_OLD), or, on an engine that returns none, a consistent read. what
-// names the write in other errors.
+// (ALL_OLD), or, on an engine that returns none, a consistent read;
+// ErrRunNotFound when that run is past its expiry (gone). what names the
+// write in other errors.
 func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, what string) (Run, error) {
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
