@@ -70,6 +70,16 @@ var (
 	// ErrInvalidRecord: the record passed to Claim is malformed (empty ID,
 	// digest or owner, a non-caller-keyspace ID, ...).
 	ErrInvalidRecord = errors.New("idem: invalid record")
+	// ErrRecordNotSent: Complete failed before its write of the record was
+	// sent, so the record is as the claim left it (pending, this claim's):
+	// a response part the store keeps beside the record could not be
+	// written, say. A store wraps it, with the cause (ErrStoreUnavailable
+	// for an outage), only when it knows that no write of the record (nor
+	// of Outcome.Writes) was sent; a write that was sent and failed, its
+	// outcome unknown, never matches it. Without Outcome.Writes the
+	// Guard then records the not-kept outcome (one smaller write), so
+	// that the handler, which ran, does not run again once the lease ends.
+	ErrRecordNotSent = errors.New("idem: the completion's write of the record was not sent")
 
 	// Errors of work run by Guard.Once (and so by the idem/event adapters),
 	// matched with errors.Is.

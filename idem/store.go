@@ -289,6 +289,10 @@ type Store interface {
 	// out.Response (its header map, value slices and body) is the caller's
 	// again once Complete returns: a store copies what it keeps, and the
 	// Guard adds its headers to the same map for its answer.
+	// A Complete that fails before it sends any write of the record (or
+	// of out.Writes), a response part kept beside the record not written,
+	// returns an error matching ErrRecordNotSent beside its cause; one
+	// whose write was sent, whatever became of it, never does.
 	Complete(ctx context.Context, claim Record, out Outcome, now time.Time) error
 
 	// Release marks the claim retryable-failure (a handler error or

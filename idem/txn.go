@@ -954,7 +954,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	sctx, span := t.span(wctx, spanComplete)
 	err = g.cfg.Store.Complete(sctx, rec, out, now)
 	var refused error // the store's refusal of the response, when recorded not kept
-	if out.Response.NotKept == 0 && (errors.Is(err, ErrTooLarge) || (len(writes) == 0 && refusedFinally(err))) {
+	if out.Response.NotKept == 0 && (errors.Is(err, ErrTooLarge) || (len(writes) == 0 && (refusedFinally(err) || errors.Is(err, ErrRecordNotSent)))) {
 		// A store that keeps less than this response (ErrTooLarge, which
 		// wrote nothing, Transact writes included: Outcome.Validate is
 		// its first step), or refuses it for good for another reason (a
@@ -963,7 +963,13 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// be what it refuses), records the not-kept outcome instead: the
 		// handler ran, and no retry may run it again. (Fenced, as every
 		// completion: should the refusal have been written after all,
-		// this one is refused, and the response stays.)
+		// this one is refused, and the response stays.) So does one
+		// whose write of the record was never sent (ErrRecordNotSent: the
+		// response's part kept beside the record could not be written,
+		// throttled past the retries, say; RED_TEAM 420): the record is
+		// still this claim's, and left so it would run the handler again
+		// once the lease ends; the not-kept outcome is one small write on
+		// the record's own item, made on this failure path only.
 		refused = err
 		out.Response = notKeptOutcome(resp)
 		err = g.cfg.Store.Complete(sctx, rec, out, now)
@@ -977,7 +983,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// claim's owner token, is refused then, and the record read back
 		// says whether this claim's own completion is what holds it.
 		t.writeFailed(ctx, "complete", err)
-		if !t.completionWritten(ctx, rec, out.State, now) {
+		if !t.completionWritten(ctx, rec, out.State, now, err) {
 			t.storeErr = err // Once: ErrNotCommitted, wrapping why
 			return t.unavailable()
 		}
@@ -1002,6 +1008,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		switch {
 		case unread != nil:
 			return t.answer(ctx, resp, rec, unread, true)
+		case refused != nil && errors.Is(refused, ErrRecordNotSent):
+			t.logf(ctx, slog.LevelError, "idempotency: store could not write the response, recorded as not kept",
+				t.errText(refused), slog.Int("status", resp.Status), slog.Int("size", out.Response.NotKept))
 		case refused != nil && !errors.Is(refused, ErrTooLarge):
 			t.logf(ctx, slog.LevelError, "idempotency: store refused the response, recorded as not kept",
 				t.errText(refused), slog.Int("status", resp.Status), slog.Int("size", out.Response.NotKept))
@@ -1029,6 +1038,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// claimed, and the lease and fence rules decide what a retry sees
 		// (in flight, or the replay if the completion landed although the
 		// read back above did not find it). A 503.
+		if refused != nil {
+			t.writeFailed(ctx, "complete", refused) // the response's own write (ErrRecordNotSent)
+		}
 		t.writeFailed(ctx, "complete", err)
 		t.unrecorded = true
 		return t.unavailable()
@@ -1094,14 +1106,20 @@ func (t *txn) goexited(ctx context.Context, rec Record, hb *heartbeat) {
 // answers lost with the completion's, as in a partition) says nothing:
 // the record is read back all the same, bounded as the claim's give-back
 // is, since the store is failing and the 503 waits for it. A read that
-// fails leaves it unknown, reported as not landed. It runs on that error
+// fails leaves it unknown, reported as not landed. A completion whose
+// error, cerr, says its write was never sent (ErrRecordNotSent) did not
+// land: it is released, and nothing is read back. It runs on that error
 // path only: a completion that succeeds makes neither call.
-func (t *txn) completionWritten(ctx context.Context, rec Record, state State, now time.Time) bool {
+func (t *txn) completionWritten(ctx context.Context, rec Record, state State, now time.Time, cerr error) bool {
 	g := t.g
 	rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 	err := g.cfg.Store.Release(rctx, rec, now)
 	rctx.release()
 	if err == nil {
+		return false
+	}
+	if errors.Is(cerr, ErrRecordNotSent) {
+		t.writeFailed(ctx, "release", err)
 		return false
 	}
 	switch {
@@ -1203,10 +1221,11 @@ func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Reco
 			}
 		}
 		err := g.cfg.Store.Complete(wctx, rec, out, now)
-		if out.Response.NotKept == 0 && refusedFinally(err) {
-			// Refused for good (too large for the store, say): recorded
-			// as not kept, as the handler's own response would be, so
-			// that no retry runs the handler again.
+		if out.Response.NotKept == 0 && (refusedFinally(err) || errors.Is(err, ErrRecordNotSent)) {
+			// Refused for good (too large for the store, say), or not
+			// sent (its response's part beside the record could not be
+			// written): recorded as not kept, as the handler's own
+			// response would be, so that no retry runs the handler again.
 			t.writeFailed(ctx, "complete", err)
 			out.Response = notKeptOutcome(alt)
 			err = g.cfg.Store.Complete(wctx, rec, out, now)

@@ -47,6 +47,9 @@ func (r *responseRef) matches(st stored) bool {
 // completion that references them. A response encoding to more than
 // maxBlob (a body within idem.MaxResponseBytes with headers beyond the
 // room kept for them) is refused with idem.ErrTooLarge, nothing written.
+// A chunk write that fails fails it with an error matching
+// idem.ErrRecordNotSent beside the chunk write's own (an outage's
+// idem.ErrStoreUnavailable, say), the chunks written deleted best effort.
 func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem.State, resp *idem.Response, expires time.Time) (*responseRef, error) {
 	id := claim.ID
 	raw := encodeResponse(resp)
@@ -87,7 +90,9 @@ func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem
 		return nil
 	}); err != nil {
 		s.dropChunks(ctx, id, ref)
-		return nil, err
+		// The record's write comes after the chunks': it was not sent,
+		// and the record is as the claim left it (RED_TEAM 420).
+		return nil, fmt.Errorf("%w: %w", idem.ErrRecordNotSent, err)
 	}
 	return ref, nil
 }

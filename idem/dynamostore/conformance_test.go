@@ -79,6 +79,13 @@ func TestConformance(t *testing.T) {
 			f.FailNext(dynamotest.AnyOp, math.MaxInt32, dynamotest.Throttle())
 			return newStore(t, e.Client(dynamotest.FastRetries, f.Middleware()), table)
 		}
+		// A response part beside the record not written: every chunk
+		// item's PutItem throttled, after the SDK's retries.
+		h.FailBesideRecord = func(t *testing.T) idem.Store {
+			f := dynamotest.NewFaults()
+			f.FailNextIf("PutItem", math.MaxInt32, dynamotest.Throttle(), chunkPut)
+			return newStore(t, e.Client(dynamotest.FastRetries, f.Middleware()), table)
+		}
 		if e.Caps.Transactions {
 			biz := e.CreateTable(t, "RunsTable")
 			h.TxWrites = &idemtest.TxWrites{
@@ -131,4 +138,15 @@ func loseChunk(t *testing.T, c *dynamodb.Client, table, id string) {
 	if del.Attributes == nil {
 		t.Fatalf("chunk %d of %s was not there", last-1, id)
 	}
+}
+
+// chunkPut reports whether in, a call's input, is the PutItem of a
+// response's chunk item (for dynamotest.Faults.FailNextIf).
+func chunkPut(in any) bool {
+	p, ok := in.(*dynamodb.PutItemInput)
+	if !ok {
+		return false
+	}
+	pk, _ := p.Item["pk"].(*types.AttributeValueMemberS)
+	return pk != nil && strings.HasPrefix(pk.Value, "chunk:")
 }

@@ -344,6 +344,9 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 // is first written as chunk items of up to 350 KB under a key unique to
 // this completion, then referenced by the fenced write; if the fence fails
 // the chunks are deleted (best effort; they also carry the record's TTL).
+// A chunk write that fails (throttled past the SDK's retries, say) fails
+// the completion before its write of the record, or its transaction, is
+// sent: the error matches idem.ErrRecordNotSent beside its cause.
 func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := out.Validate(); err != nil {
 		return err

@@ -63,6 +63,19 @@ type Harness struct {
 	// nil: the case is not run (a store that keeps a record's response
 	// with the record, such as memstore, cannot lose part of it).
 	LosePartOfResponse func(t *testing.T, s idem.Store, id string)
+	// FailBesideRecord, if set, returns a store over the same backend
+	// whose writes of a response part kept beside the record fail as an
+	// outage (for dynamostore, every chunk item's PutItem throttled past
+	// the SDK's retries) while its writes of the record go through. The
+	// suite then checks that a completion whose response needs such a
+	// part fails with an error matching both idem.ErrRecordNotSent and
+	// idem.ErrStoreUnavailable, the record left pending and the
+	// claim's, and that the not-kept outcome then lands. Default nil:
+	// the case is not run (a store that keeps a record's response with
+	// the record, such as memstore, writes no such part). Every store
+	// is checked, in UnavailableStoreErrors, never to say a write it sent
+	// was not sent.
+	FailBesideRecord func(t *testing.T) idem.Store
 }
 
 type config struct {
@@ -73,6 +86,7 @@ type config struct {
 	large       bool
 	unavailable func(t *testing.T) idem.Store
 	lose        func(t *testing.T, s idem.Store, id string)
+	beside      func(t *testing.T) idem.Store
 }
 
 // TxWrites lets the suite exercise Outcome.Writes, which are store-specific.
@@ -89,7 +103,7 @@ func Run(t *testing.T, h Harness) {
 	if h.NewStore == nil {
 		t.Fatal("idemtest: Harness.NewStore is required")
 	}
-	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites, unavailable: h.Unavailable, lose: h.LosePartOfResponse}
+	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites, unavailable: h.Unavailable, lose: h.LosePartOfResponse, beside: h.FailBesideRecord}
 	if c.clock == nil {
 		c.clock = clock.System{}.Now
 	}
@@ -130,6 +144,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResponseNotKept", s.notKept)
 	if s.cfg.lose != nil { // a store that keeps a response with its record cannot lose part of it
 		t.Run("ResponseLost", s.responseLost)
+	}
+	if s.cfg.beside != nil { // a store that keeps a response with its record writes no part beside it
+		t.Run("ResponsePartNotWritten", s.responsePartNotWritten)
 	}
 	for _, lt := range []struct {
 		name string

@@ -177,7 +177,8 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 // values; they are applied atomically with the completion. The completed
 // record is the stored one with the outcome and claim.RawBodySHA256 applied
 // (claim is checked, not copied: it is what Claim returned, so it holds the
-// same attributes).
+// same attributes). It writes nothing beside the record, so it never
+// fails with idem.ErrRecordNotSent.
 func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err

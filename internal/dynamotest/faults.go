@@ -30,7 +30,8 @@ type rule struct {
 	n         int
 	err       error
 	afterSend bool
-	pass      bool // PassNext: the attempt goes through untouched
+	pass      bool           // PassNext: the attempt goes through untouched
+	match     func(any) bool // FailNextIf: the calls whose input it takes; nil: every call
 }
 
 // NewFaults returns a Faults with nothing scheduled.
@@ -44,6 +45,20 @@ func (f *Faults) FailNext(op string, n int, err error) { f.add(op, n, err, false
 // the server apply it, then discard the response and fail with err: "the
 // write was applied but the response was lost".
 func (f *Faults) FailNextAfterSend(op string, n int, err error) { f.add(op, n, err, true) }
+
+// FailNextIf is FailNext for the calls of op whose input (a
+// *dynamodb.PutItemInput, ...) match reports true: the others pass this
+// rule by, to the rules after it. It picks out one kind of write among
+// those of an operation (a response's chunk items among PutItems, say)
+// where counting calls cannot, as when they run in parallel.
+func (f *Faults) FailNextIf(op string, n int, err error, match func(in any) bool) {
+	if n <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &rule{op: op, n: n, err: err, match: match})
+}
 
 // PassNext lets the next n attempts of op through untouched, so that the
 // rules added after it reach a later call of the same operation (e.g. the
@@ -92,12 +107,12 @@ func (f *Faults) Clear() {
 	f.rules = nil
 }
 
-// take consumes the first rule matching op.
-func (f *Faults) take(op string) (afterSend, ok bool, err error) {
+// take consumes the first rule matching op and the call's input in.
+func (f *Faults) take(op string, in any) (afterSend, ok bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, r := range f.rules {
-		if r.op != op && r.op != AnyOp {
+		if r.op != op && r.op != AnyOp || r.match != nil && !r.match(in) {
 			continue
 		}
 		r.n--
@@ -117,9 +132,15 @@ func (f *Faults) take(op string) (afterSend, ok bool, err error) {
 func (f *Faults) Middleware() func(*dynamodb.Options) {
 	return func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			if err := s.Initialize.Add(middleware.InitializeMiddlewareFunc("dynamotest.FaultsInput",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					return next.HandleInitialize(middleware.WithStackValue(ctx, faultsInput{}, in.Parameters), in)
+				}), middleware.Before); err != nil {
+				return err
+			}
 			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamotest.Faults",
 				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					after, ok, err := f.take(middleware.GetOperationName(ctx))
+					after, ok, err := f.take(middleware.GetOperationName(ctx), middleware.GetStackValue(ctx, faultsInput{}))
 					if !ok {
 						return next.HandleFinalize(ctx, in)
 					}
@@ -133,6 +154,9 @@ func (f *Faults) Middleware() func(*dynamodb.Options) {
 		})
 	}
 }
+
+// faultsInput keys a call's input among its stack values, for FailNextIf.
+type faultsInput struct{}
 
 // Throttle returns a ProvisionedThroughputExceededException-coded API error,
 // which the SDK's standard retryer retries as a throttle.
