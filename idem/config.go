@@ -151,7 +151,11 @@ type Config struct {
 	// lives, the replay if the completion landed after all, a reclaim once
 	// the lease has ended); one that carried Transact writes, none of which
 	// committed unless the completion did, is released (fenced) so that a
-	// retry runs again. Default DefaultStoreTimeout (10 s), which 0 also
+	// retry runs again. One without them whose write of the record was
+	// never sent (Store.Complete's ErrRecordNotSent: a large response's
+	// part beside the record not written, or stalled) is recorded as not
+	// kept instead, in a call bounded the same way, so that the handler
+	// does not run again. Default DefaultStoreTimeout (10 s), which 0 also
 	// means; a negative value is refused.
 	// Outside Lambda, keep it (plus the handler's time) below the server's
 	// WriteTimeout so that the 503 reaches the client.

@@ -25,6 +25,7 @@ type unsentStore struct {
 	mu                       sync.Mutex
 	notKeptDown, releaseDown bool
 	pass                     bool // every call goes through
+	stall                    bool // the response's part is not written before the call's deadline
 	unsent, gets, releases   int
 }
 
@@ -33,6 +34,10 @@ func (s *unsentStore) Complete(ctx context.Context, claim idem.Record, out idem.
 	defer s.mu.Unlock()
 	if r := out.Response; !s.pass && r != nil && r.NotKept == 0 {
 		s.unsent++
+		if s.stall {
+			<-ctx.Done()
+			return fmt.Errorf("%w: %w: chunk PutItem: %w", idem.ErrRecordNotSent, idem.ErrStoreUnavailable, ctx.Err())
+		}
 		return fmt.Errorf("%w: %w: chunk PutItem: throttled", idem.ErrRecordNotSent, idem.ErrStoreUnavailable)
 	}
 	if s.notKeptDown {
@@ -116,6 +121,26 @@ func TestCompletionNotSentRecordsItNotKept(t *testing.T) {
 		val, ran, err = e.guard.Once(context.Background(), w)
 		if !errors.Is(err, idem.ErrNotKept) || ran || runs != 1 {
 			t.Fatalf("Once again = %q, ran %t, %v (runs %d); want ErrNotKept, not run", val, ran, err, runs)
+		}
+	})
+
+	// The part's writes stalled until the call's deadline (the store
+	// stalling, not refusing): the not-kept write gets a deadline of its
+	// own (RED_TEAM 421), not the one already passed, which would fail it
+	// unsent and leave the record claimed for a second run.
+	t.Run("stalled past the store timeout", func(t *testing.T) {
+		s := &unsentStore{stall: true}
+		e := newEnv(t, func(cfg *idem.Config) { s.Store = cfg.Store; cfg.Store = s; cfg.StoreTimeout = time.Second })
+		h := &handler{status: 201, body: body}
+		ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+		if first := e.call(h, ev); first.StatusCode != 201 || first.Body != body {
+			t.Fatalf("first: %d %s; want the handler's own 201", first.StatusCode, first.Body)
+		}
+		e.clock.Advance(2 * e.guard.Config().Lease)
+		r := e.call(h, ev)
+		wantNotKept(t, r.StatusCode, headerOf(r.Headers), []byte(r.Body), 201, len(body))
+		if h.Calls() != 1 {
+			t.Fatalf("handler ran %d times, want once", h.Calls())
 		}
 	})
 

@@ -972,7 +972,17 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// the record's own item, made on this failure path only.
 		refused = err
 		out.Response = notKeptOutcome(resp)
-		err = g.cfg.Store.Complete(sctx, rec, out, now)
+		nctx := sctx
+		if errors.Is(err, ErrRecordNotSent) && sctx.Err() != nil {
+			// Not sent because the call's deadline passed (the store
+			// stalled): the not-kept write gets a deadline of its own,
+			// bounded as the first was (RED_TEAM 421), not one that
+			// fails it unsent.
+			fresh := g.storeCtx(t.callSlot(), ctx, true, x.leaseEnd)
+			defer fresh.release()
+			nctx = fresh
+		}
+		err = g.cfg.Store.Complete(nctx, rec, out, now)
 	}
 	t.endSpan(span, completeSpanOutcome(err), err)
 	if err != nil && len(writes) > 0 && storeUnavailable(err) {

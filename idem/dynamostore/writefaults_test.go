@@ -4,15 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -259,6 +264,68 @@ func TestTransactionalChunkWriteFailsMidway(t *testing.T) {
 					t.Fatal("the business write is missing")
 				}
 			})
+		}
+	})
+}
+
+// stallChunkPuts is a client option under which every chunk item's
+// PutItem waits for its call's context to end and fails with its error,
+// as a store that stopped answering those writes; the record's own
+// writes go through.
+func stallChunkPuts(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("test.stallChunkPuts",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if chunkPut(in.Parameters) {
+					<-ctx.Done()
+					return middleware.InitializeOutput{}, middleware.Metadata{}, ctx.Err()
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
+}
+
+// TestChunkWritesStalledPastTheStoreTimeoutRunOnce: on every engine, a
+// large answer whose chunk writes stall until the call's bound
+// (Config.StoreTimeout) ends never had its record's write sent: the
+// not-kept outcome is written in its place with a deadline of its own
+// (RED_TEAM 421), so the caller gets the true 201 and every retry, past
+// the lease too, 410 idemkit.response_not_kept; the handler runs once.
+// Before, that write was made under the deadline already passed and
+// failed unsent: 503, the record left claimed, and the handler ran again
+// once the lease ended.
+func TestChunkWritesStalledPastTheStoreTimeoutRunOnce(t *testing.T) {
+	raw := make([]byte, 900<<10)
+	_, _ = rand.Read(raw)
+	chunked := `"` + base64.StdEncoding.EncodeToString(raw) + `"`
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		table := e.CreateTable(t, "IdempotencyTable")
+		s := newStore(t, e.Client(dynamotest.FastRetries, stallChunkPuts), table)
+		clk := clock.NewManual(time.Now())
+		// The bound is waited out once (the stalled chunk writes); it is
+		// wide, as the not-kept write after them gets as much on a
+		// loaded machine.
+		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: s, StoreTimeout: 5 * time.Second, Wait: -1,
+			Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs atomic.Int32
+		h := g.HTTPAPI(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			runs.Add(1)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: chunked}, nil
+		})
+		ev := guardEvent(newKey(), `{"a":1}`)
+		if r := call(t, h, ev); r.StatusCode != 201 || r.Body != chunked {
+			t.Fatalf("first: %d %.200s; want the true 201", r.StatusCode, r.Body)
+		}
+		for range 2 {
+			notKeptAnswer(t, call(t, h, ev), 201, len(chunked))
+			clk.Advance(2 * g.Config().Lease)
+		}
+		if runs.Load() != 1 {
+			t.Fatalf("handler ran %d times", runs.Load())
 		}
 	})
 }
