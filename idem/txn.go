@@ -1231,11 +1231,10 @@ func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Reco
 			}
 		}
 		err := g.cfg.Store.Complete(wctx, rec, out, now)
-		if out.Response.NotKept == 0 && (refusedFinally(err) || errors.Is(err, ErrRecordNotSent)) {
-			// Refused for good (too large for the store, say), or not
-			// sent (its response's part beside the record could not be
-			// written): recorded as not kept, as the handler's own
-			// response would be, so that no retry runs the handler again.
+		if out.Response.NotKept == 0 && refusedFinally(err) {
+			// Refused for good (too large for the store, say): recorded
+			// as not kept, as the handler's own response would be, so
+			// that no retry runs the handler again.
 			t.writeFailed(ctx, "complete", err)
 			out.Response = notKeptOutcome(alt)
 			err = g.cfg.Store.Complete(wctx, rec, out, now)

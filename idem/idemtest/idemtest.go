@@ -14,7 +14,9 @@
 // after a reclaim, expiry in every condition, digest mismatch, the caller
 // keyspace, large responses (up to idem.MaxResponseBytes) byte-exactly, a
 // final outcome whose response was not kept (idem.Response.NotKept), a
-// response part of which the backend lost (idem.ErrNotKept), and a
+// response part of which the backend lost (idem.ErrNotKept), a
+// completion whose response part beside the record could not be written
+// (idem.ErrRecordNotSent, the record left as claimed), and a
 // concurrency test (32 goroutines x 100 keys by default, exactly one winner
 // per key).
 package idemtest
