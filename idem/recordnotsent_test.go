@@ -26,6 +26,7 @@ type unsentStore struct {
 	notKeptDown, releaseDown bool
 	pass                     bool // every call goes through
 	stall                    bool // the response's part is not written before the call's deadline
+	during                   func(claim idem.Record) // called in the failing completion
 	unsent, gets, releases   int
 }
 
@@ -34,6 +35,9 @@ func (s *unsentStore) Complete(ctx context.Context, claim idem.Record, out idem.
 	defer s.mu.Unlock()
 	if r := out.Response; !s.pass && r != nil && r.NotKept == 0 {
 		s.unsent++
+		if s.during != nil {
+			s.during(claim)
+		}
 		if s.stall {
 			<-ctx.Done()
 			return fmt.Errorf("%w: %w: chunk PutItem: %w", idem.ErrRecordNotSent, idem.ErrStoreUnavailable, ctx.Err())
@@ -78,7 +82,8 @@ func (s *unsentStore) Get(ctx context.Context, id string, now time.Time) (idem.R
 // before. With Transact writes nothing committed: the claim is released
 // (503, Guard.Once idem.ErrNotCommitted), the retry runs the handler and
 // commits its write once, and a release that fails is not followed by a
-// read back either.
+// read back either. A reclaim while the part was failing fences the
+// not-kept write: 409 taken over, the new owner's claim untouched.
 func TestCompletionNotSentRecordsItNotKept(t *testing.T) {
 	body := `{"id":"r-1"}`
 	t.Run("HTTPAPI", func(t *testing.T) {
@@ -141,6 +146,34 @@ func TestCompletionNotSentRecordsItNotKept(t *testing.T) {
 		wantNotKept(t, r.StatusCode, headerOf(r.Headers), []byte(r.Body), 201, len(body))
 		if h.Calls() != 1 {
 			t.Fatalf("handler ran %d times, want once", h.Calls())
+		}
+	})
+
+	// Another invocation reclaimed the record while the completion's part
+	// was failing (its lease ended): the not-kept write is fenced like
+	// every completion, and the first caller is told its claim was
+	// taken over, never written over the new owner.
+	t.Run("reclaimed meanwhile", func(t *testing.T) {
+		s := &unsentStore{}
+		var reclaimed string
+		s.during = func(claim idem.Record) {
+			reclaimed = claim.ID
+			at := claim.LeaseExpires.Add(time.Second)
+			rec := idem.Record{ID: claim.ID, Digest: claim.Digest, Owner: "other-owner", State: idem.StatePending,
+				LeaseExpires: at.Add(time.Minute), RequestID: "req-other", Expires: at.Add(time.Hour)}
+			if res, err := s.Store.Claim(context.Background(), rec, at); err != nil || res.Decision != idem.Reclaimed {
+				t.Errorf("reclaim: %v %v", res.Decision, err)
+			}
+		}
+		e := newEnv(t, func(cfg *idem.Config) { s.Store = cfg.Store; cfg.Store = s })
+		h := &handler{status: 201, body: body}
+		first := e.call(h, v2event("POST", "POST /runs", testKey, `{"a":1}`))
+		if first.StatusCode != 409 || !strings.Contains(first.Body, "idempotency_in_flight") {
+			t.Fatalf("first: %d %s; want 409 in flight (taken over)", first.StatusCode, first.Body)
+		}
+		if rec, found, err := s.Store.Get(context.Background(), reclaimed, e.clock.Now()); err != nil || !found ||
+			rec.State != idem.StatePending || rec.Owner != "other-owner" {
+			t.Fatalf("record after the fenced not-kept write: %+v, found %t, %v; want the new owner's pending claim", rec, found, err)
 		}
 	})
 
