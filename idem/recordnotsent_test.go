@@ -24,8 +24,8 @@ type unsentStore struct {
 	idem.Store
 	mu                       sync.Mutex
 	notKeptDown, releaseDown bool
-	pass                     bool // every call goes through
-	stall                    bool // the response's part is not written before the call's deadline
+	pass                     bool                    // every call goes through
+	stall                    bool                    // the response's part is not written before the call's deadline
 	during                   func(claim idem.Record) // called in the failing completion
 	unsent, gets, releases   int
 }
