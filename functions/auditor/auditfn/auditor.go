@@ -66,7 +66,9 @@
 // delivered again from that record, so nothing audited before it is
 // counted twice, and its own conflict is recorded once its restore is
 // decided. A batch cut short by the function itself (a timeout, a crash)
-// is delivered again whole and counts what it had counted again.
+// is delivered again whole and counts what it had counted again; a
+// write-back still unanswered DefaultMargin before the invocation's
+// deadline is cut there and reported as its record's failure instead.
 package auditfn
 
 import (
@@ -105,6 +107,12 @@ const (
 	// (Counts.RestoredEffects).
 	MetricRestored = "idemkit.audit.restored_total"
 )
+
+// DefaultMargin is the time an invocation leaves before its deadline
+// (Auditor.Margin): a write-back still unanswered then is cut there and
+// reported as the batch item that failed, before Lambda would end the
+// invocation as a timeout and the whole batch be delivered again.
+const DefaultMargin = 2 * time.Second
 
 // Table dimension values.
 const (
@@ -166,6 +174,11 @@ type Auditor struct {
 	RestoreEffects KeyRestorer
 	// Now is the clock a record's retention is judged by. Default time.Now.
 	Now func() time.Time
+	// Margin is the time HandleLambda leaves before the invocation's
+	// deadline: a write-back still in flight then is cut and reported as
+	// a failed batch item. Default DefaultMargin (2 s; the function's
+	// timeout is 30 s).
+	Margin time.Duration
 }
 
 func (a *Auditor) log() *slog.Logger {
@@ -195,6 +208,20 @@ func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (ev
 	// partial batch response must (its eventID is no position in the
 	// stream); a record without an EventID or a sequence number fails
 	// the whole batch.
+	// A write-back that never answers (a hung connection: the SDK bounds
+	// no call by a time of its own) ran to the invocation's deadline,
+	// where Lambda ends it as a timeout and the whole batch is delivered
+	// again, its conflicts recorded again. Cut before it, it is a failed
+	// write-back like any other: its record is reported (RED_TEAM 542).
+	if dl, ok := ctx.Deadline(); ok {
+		m := a.Margin
+		if m <= 0 {
+			m = DefaultMargin
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-m))
+		defer cancel()
+	}
 	c := a.Audit(ctx, recs)
 	if c.RestoreErr == nil {
 		return events.DynamoDBEventResponse{}, nil
