@@ -102,8 +102,9 @@ type Result struct {
 	// Expired counts the expired items the scan returned.
 	Expired int
 	// Deleted counts the items this sweep deleted. Expired - Deleted were
-	// renewed or deleted by someone else between the scan and the delete,
-	// or not attempted because the sweep stopped.
+	// renewed or deleted by someone else between the scan and the delete
+	// (on an MRSC table, also: being written in another Region at that
+	// moment), or not attempted because the sweep stopped.
 	Deleted int
 	// Complete reports that the scan reached the end of the table and every
 	// expired item it returned was handled. False when the sweep stopped
