@@ -190,12 +190,19 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		at = r.Created
 	}
 	old, cur := keyRecord(oldRec, at), keyRecord(curRec, now)
-	// A conflict is recorded once the restore it calls for is decided: a
-	// restore that fails has the record delivered again, which records
-	// it then.
-	record := func(o, n conflictaudit.KeyRecord) {
-		if a.Conflicts.ObserveKey(o, n) != nil {
-			c.Conflicts++
+	// A conflict is recorded once every restore of this change is
+	// decided: a restore that fails has the record delivered again, which
+	// records them then. Recorded as each write was decided, a conflict
+	// seen before a later write of the same change failed (the third
+	// region's record, below) was recorded again on the redelivery
+	// (RED_TEAM 543).
+	var seen [][2]conflictaudit.KeyRecord
+	record := func(o, n conflictaudit.KeyRecord) { seen = append(seen, [2]conflictaudit.KeyRecord{o, n}) }
+	observe := func() {
+		for _, p := range seen {
+			if a.Conflicts.ObserveKey(p[0], p[1]) != nil {
+				c.Conflicts++
+			}
 		}
 	}
 	kc := conflictaudit.DetectKey(old, cur)
@@ -204,6 +211,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	}
 	if (kc == nil || !kc.Restore) && !conflictaudit.HoldKey(old, cur) || a.Restore == nil {
 		record(old, cur)
+		observe()
 		return nil
 	}
 	written, current, err := a.Restore.Restore(ctx, marked(r.OldImage, cur.Run), r.NewImage)
@@ -280,6 +288,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 			slog.String("error", err.Error()))
 		return err
 	}
+	observe()
 	if written {
 		c.Restored++
 	}
