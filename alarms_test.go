@@ -1903,6 +1903,7 @@ func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
 func TestScheduledFunctionErrorAlarmsCanFire(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	rateRe := regexp.MustCompile(`^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$`)
+	hourlyCronRe := regexp.MustCompile(`^cron\([0-9]{1,2} \* \* \* \? \*\)$`)
 	unit := map[string]int{"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
 	checked := 0
 	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
@@ -1931,12 +1932,16 @@ func TestScheduledFunctionErrorAlarmsCanFire(t *testing.T) {
 						scheduled = false
 						break
 					}
-					m := rateRe.FindStringSubmatch(get(get(ev, "Properties"), "Schedule").Value)
-					if m == nil {
-						t.Fatalf("%s: schedule %q is not a rate", fn, get(get(ev, "Properties"), "Schedule").Value)
+					sched := get(get(ev, "Properties"), "Schedule").Value
+					every := 0
+					if m := rateRe.FindStringSubmatch(sched); m != nil {
+						n, _ := strconv.Atoi(m[1])
+						every = n * unit[m[2]]
+					} else if hourlyCronRe.MatchString(sched) {
+						every = 3600 // once an hour, on a fixed minute
+					} else {
+						t.Fatalf("%s: schedule %q is neither a rate nor an hourly cron", fn, sched)
 					}
-					n, _ := strconv.Atoi(m[1])
-					every := n * unit[m[2]]
 					most += (period + every - 1) / every * tries
 				}
 				if !scheduled {
