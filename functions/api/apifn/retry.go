@@ -32,10 +32,13 @@ const CodeRetryLimitReached = "idemkit.retry_limit_reached"
 const MaxRunRetries = runs.MaxRetries
 
 // retryRun serves POST /runs/{runId}/retry under the Layer-1 claim of the
-// retry request's own key: a new pending run of the failed run's workflow
-// and inputs, linked to it by on (and its alias retryOf), answered 201 as
-// createRun's (runAction). A failed action's key replays its failure; this is how the
-// work runs again. Every execution of one retry key names the same new run
+// retry request's own key: a new pending run of the failed run's workflow,
+// inputs and run options, linked to it by on (and its alias retryOf),
+// answered 201 as createRun's (runAction). A failed action's key replays
+// its failure; this is how the work runs again. The retry of a replay fork
+// is a replay fork of the same source, from the same point
+// (runs.NewRetry): its effects are resolved from the source's record,
+// never performed, as the fork's were (RED_TEAM 570). Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
@@ -76,9 +79,9 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		}
 		written = true
 	}
-	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
-	run.RetryOf = prev.ID
-	run.Options = prev.Options // the same request's RunOptions
+	// A replay fork's retry is a replay fork of the same source, from the
+	// same point (runs.NewRetry, RED_TEAM 570): it performs nothing.
+	run := runs.NewRetry(prev, h.clock.Now())
 	if written {
 		// Written unlisted by an earlier execution under an earlier
 		// version (which wrote a retry's run before its listing): the

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger/identity"
@@ -103,6 +104,29 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 	f.Fork = &Fork{SourceRunID: src.ID, Mode: mode, FromSeq: fromSeq, Inherited: inherited,
 		BranchStamps: identity.CurrentStamps(), Ancestry: ancestry}
 	return f
+}
+
+// NewRetry returns the new pending run POST /runs/{runId}/retry starts
+// from failed: the failed run's workflow, inputs and RunOptions, linked to
+// it by RetryOf. A retry of a replay fork is itself a replay fork of the
+// same source, from the same point, in the same mode (RED_TEAM 570): it
+// carries the failed fork's Fork (source, mode, fromSeq, inherited prefix,
+// ancestry, the source's recorded events as the fork kept them) and its
+// recipe stamps, so its side-effecting nodes are resolved from the
+// source's record, never performed, and fail closed
+// (replay_source_missing) where the source recorded no outcome, as the
+// fork's did. A retry of any other run, a branch fork's too, is a live
+// run of its own with the host's current stamps.
+func NewRetry(failed Run, now time.Time) Run {
+	r := NewRun(failed.Tenant, failed.WorkflowID, failed.Inputs, now)
+	r.RetryOf = failed.ID
+	r.Options = failed.Options // the same request's RunOptions
+	if failed.IsReplay() {
+		f := *failed.Fork
+		f.Inherited, f.Ancestry, f.Recorded = slices.Clone(f.Inherited), slices.Clone(f.Ancestry), slices.Clone(f.Recorded)
+		r.Fork, r.Stamps = &f, failed.Stamps
+	}
+	return r
 }
 
 // RecordOf returns the run whose ledger record holds execution n (from 1)

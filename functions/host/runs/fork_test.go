@@ -53,3 +53,56 @@ func TestRecordOfWalksTheAncestry(t *testing.T) {
 		t.Fatalf("legacy fork: %s %+v", id, st)
 	}
 }
+
+// TestNewRetryOfAReplayForkIsTheSameReplay: a retry of a replay fork
+// (RED_TEAM 570) carries the fork's source, mode, fromSeq, prefix,
+// ancestry, recorded events and recipe stamps, so it resolves every
+// execution from the run the fork resolves it from; a retry of a retry
+// too. A retry of a branch fork, and of a run that is no fork, carries no
+// fork and the host's current stamps. Every retry is a new pending run of
+// the failed run's tenant, workflow, inputs and options, linked by
+// RetryOf.
+func TestNewRetryOfAReplayForkIsTheSameReplay(t *testing.T) {
+	now := time.Now()
+	old := identity.Stamps{ActivityIdentityRecipe: "a-v1", SemanticRequestRecipe: "s-v1"}
+	orig := NewRun("acme", "wf", []byte(`{"x":1}`), now)
+	orig.Stamps = old
+	orig.Options.Tags = []byte(`["t"]`)
+	branch := NewFork(orig, ForkBranch, 3, []InheritedEvent{
+		{Sequence: 0, Type: "run.started"},
+		{Sequence: 1, Type: EventNodeStarted, NodeID: "n1"}, {Sequence: 2, Type: EventNodeCompleted, NodeID: "n1"},
+	}, now)
+	rep := NewFork(branch, ForkReplay, 1, []InheritedEvent{{Sequence: 0, Type: "run.started"}}, now)
+	rep.Fork.Recorded = []InheritedEvent{{Sequence: 1, Type: EventNodeStarted, NodeID: "n1"}}
+	rep.Fork.SourceComplete = true
+	retry := NewRetry(rep, now)
+	again := NewRetry(retry, now)
+	for _, r := range []struct {
+		r      Run
+		failed Run
+	}{{retry, rep}, {again, retry}} {
+		if r.r.ID == r.failed.ID || r.r.RetryOf != r.failed.ID || r.r.Status != StatusPending || r.r.Tenant != "acme" ||
+			r.r.WorkflowID != "wf" || string(r.r.Inputs) != `{"x":1}` || string(r.r.Options.Tags) != `["t"]` {
+			t.Fatalf("retry %+v of %s", r.r, r.failed.ID)
+		}
+		if !r.r.IsReplay() || r.r.Fork == rep.Fork || r.r.Fork.SourceRunID != branch.ID || r.r.Fork.FromSeq != 1 ||
+			len(r.r.Fork.Inherited) != 1 || len(r.r.Fork.Recorded) != 1 || !r.r.Fork.SourceComplete ||
+			len(r.r.Fork.Ancestry) != len(rep.Fork.Ancestry) || r.r.Stamps != rep.Stamps || r.r.Fork.BranchStamps != rep.Fork.BranchStamps {
+			t.Fatalf("the retry's fork %+v stamps %+v; want the failed replay fork's %+v %+v", r.r.Fork, r.r.Stamps, rep.Fork, rep.Stamps)
+		}
+		for _, c := range []struct {
+			node string
+			n    int
+		}{{"n1", 1}, {"n1", 2}, {"n2", 1}} {
+			id, st := r.r.RecordOf(c.node, c.n)
+			if wid, wst := rep.RecordOf(c.node, c.n); id != wid || st != wst {
+				t.Fatalf("%s #%d: the retry resolves from %s %+v, the fork from %s %+v", c.node, c.n, id, st, wid, wst)
+			}
+		}
+	}
+	for _, failed := range []Run{orig, branch} {
+		if r := NewRetry(failed, now); r.Fork != nil || r.Stamps != identity.CurrentStamps() || r.RetryOf != failed.ID {
+			t.Fatalf("the retry of %s: fork %+v stamps %+v", failed.ID, r.Fork, r.Stamps)
+		}
+	}
+}
