@@ -57,8 +57,8 @@ func TestRecordOfWalksTheAncestry(t *testing.T) {
 // TestNewRetryOfAReplayForkIsTheSameReplay: a retry of a replay fork
 // (RED_TEAM 570) carries the fork's source, mode, fromSeq, prefix,
 // ancestry, recorded events and recipe stamps, so it resolves every
-// execution from the run the fork resolves it from; a retry of a retry
-// too. A retry of a branch fork, and of a run that is no fork, carries no
+// execution from the run the fork resolves it from; a retry of a retry,
+// and a replay fork of the retry, too. A retry of a branch fork, and of a run that is no fork, carries no
 // fork and the host's current stamps. Every retry is a new pending run of
 // the failed run's tenant, workflow, inputs and options, linked by
 // RetryOf.
@@ -77,6 +77,18 @@ func TestNewRetryOfAReplayForkIsTheSameReplay(t *testing.T) {
 	rep.Fork.SourceComplete = true
 	retry := NewRetry(rep, now)
 	again := NewRetry(retry, now)
+	// A replay fork of the retry resolves as the fork does too: the retry
+	// is a replay ancestor, which executed nothing itself.
+	forkOfRetry := NewFork(retry, ForkReplay, 0, nil, now)
+	for _, c := range []struct {
+		node string
+		n    int
+	}{{"n1", 1}, {"n1", 2}, {"n2", 1}} {
+		id, st := forkOfRetry.RecordOf(c.node, c.n)
+		if wid, wst := rep.RecordOf(c.node, c.n); id != wid || st != wst {
+			t.Fatalf("%s #%d: a fork of the retry resolves from %s %+v, the retried fork from %s %+v", c.node, c.n, id, st, wid, wst)
+		}
+	}
 	for _, r := range []struct {
 		r      Run
 		failed Run
