@@ -119,17 +119,29 @@ type GraphInputs struct {
 // inputs (validated by ParseCreate).
 func ReadGraphInputs(g Graph, inputs json.RawMessage) GraphInputs {
 	in := GraphInputs{DelayMs: g.DefaultDelayMs}
-	var raw struct {
-		DelayMs *int   `json:"delayMs"`
-		URL     string `json:"url"`
+	// By exact member names, as ParseCreate read them (RED_TEAM 580).
+	raw, err := inputMembers(inputs)
+	if err != nil {
+		return in
 	}
-	if json.Unmarshal(inputs, &raw) == nil {
-		if raw.DelayMs != nil && *raw.DelayMs >= 0 && *raw.DelayMs <= maxGraphDelayMs {
-			in.DelayMs = *raw.DelayMs
-		}
-		in.URL = raw.URL
+	var d *int
+	var u string
+	if json.Unmarshal(orNull(raw["delayMs"]), &d) != nil || json.Unmarshal(orNull(raw["url"]), &u) != nil {
+		return in
 	}
+	if d != nil && *d >= 0 && *d <= maxGraphDelayMs {
+		in.DelayMs = *d
+	}
+	in.URL = u
 	return in
+}
+
+// orNull is v, or the JSON null when v is absent.
+func orNull(v json.RawMessage) json.RawMessage {
+	if v == nil {
+		return json.RawMessage("null")
+	}
+	return v
 }
 
 // parseGraphInputs validates a graph workflow's inputs: delayMs an integer

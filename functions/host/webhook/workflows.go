@@ -177,33 +177,53 @@ func checkBusinessKey(k string) error {
 // absent; an error when present but not a valid business key (a run stored
 // without ParseCreate's validation).
 func webhookBusinessKey(inputs json.RawMessage) (string, error) {
-	var in struct {
-		BusinessKey *string `json:"businessKey"`
-	}
-	if err := json.Unmarshal(inputs, &in); err != nil {
+	in, err := inputMembers(inputs)
+	if err != nil {
 		return "", err
 	}
-	if in.BusinessKey == nil {
+	var bk *string
+	if raw, ok := in["businessKey"]; ok {
+		if err := json.Unmarshal(raw, &bk); err != nil {
+			return "", err
+		}
+	}
+	if bk == nil {
 		return "", nil
 	}
-	if err := checkBusinessKey(*in.BusinessKey); err != nil {
+	if err := checkBusinessKey(*bk); err != nil {
 		return "", err
 	}
-	return *in.BusinessKey, nil
+	return *bk, nil
+}
+
+// inputMembers reads a run's stored inputs object into its members by
+// their exact names, as ParseCreate read them (RED_TEAM 580): Go's struct
+// decoding matches member names case-insensitively, so "URL" or
+// "BusinessKey", never checked at createRun, would choose the delivery's
+// destination or identity.
+func inputMembers(inputs json.RawMessage) (map[string]json.RawMessage, error) {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(inputs, &in); err != nil {
+		return nil, err
+	}
+	return in, nil
 }
 
 // webhookInputs extracts the webhook workflow's url and payload from a
 // run's stored inputs.
 func webhookInputs(inputs json.RawMessage) (url string, payload json.RawMessage, err error) {
-	var in struct {
-		URL     string          `json:"url"`
-		Payload json.RawMessage `json:"payload"`
-	}
-	if err := json.Unmarshal(inputs, &in); err != nil {
+	in, err := inputMembers(inputs)
+	if err != nil {
 		return "", nil, err
 	}
-	if in.Payload == nil {
-		in.Payload = json.RawMessage("null")
+	if raw, ok := in["url"]; ok {
+		if err := json.Unmarshal(raw, &url); err != nil {
+			return "", nil, err
+		}
 	}
-	return in.URL, in.Payload, nil
+	payload = in["payload"]
+	if payload == nil {
+		payload = json.RawMessage("null")
+	}
+	return url, payload, nil
 }
