@@ -371,7 +371,8 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // failed or did not end in time) is released; a transport error after
 // sending, a 5xx, a 429 or a 408 (RFC 9110 §15.5.9: the receiver did not
 // take the whole request in time) leaves the attempt escaped and is retried under
-// the same key; so does a 409 saying that a request with this key is still
+// the same key; so does an answer whose status is no HTTP status
+// (outside 100..599), and a 409 saying that a request with this key is still
 // in progress at the receiver (the try before, whose answer was lost, still
 // running there): an error code idempotency_in_flight (OpenWOP) or
 // IDEMPOTENCY_REQUEST_IN_PROGRESS in its error envelope ("error", or a
@@ -690,6 +691,11 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 	}
 	resp.Body.Close()
 	switch {
+	case resp.StatusCode < 100 || resp.StatusCode > 599:
+		// No HTTP status (RFC 9110 §15), which net/http reads from any
+		// three digits: no answer, as a malformed response is. The
+		// receiver may have acted (RED_TEAM 582).
+		return nil, ledger.Uncertain(fmt.Errorf("webhook answered %03d, which is no HTTP status", resp.StatusCode))
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil
 	case resp.StatusCode == http.StatusConflict:
