@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"unicode"
@@ -33,11 +34,20 @@ A name is 1..64 of a-z A-Z 0-9 _ starting with a letter (not tenantId); a
 value 1..256 characters without control characters, not blank (white
 space only).
 
+--key - stores the key read from stdin (one line, as a create printed it)
+instead of minting one, with the --tenant and --attr it was created with:
+API keys are regional, so this is how a key created in one region's table
+is stored in another's, for a client that fails over to it. It prints
+"stored key#HEX (tenant T)", never the key; the same key stored already
+with that credential is the same line, and one stored with another is
+refused, nothing changed. Revoke it in each region's table.
+
 examples:
   idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
   idemkit apikey create --tenant acme --attr namespace=shop --attr worker=checkout --endpoint http://127.0.0.1:8000
   idemkit apikey create --tenant acme --attr clientId=c1 --attr companyId=co1 --attr organizationId=o1 --endpoint http://127.0.0.1:8000
   idemkit apikey create --tenant acme --table prod-ApiKeysTable --region eu-west-1
+  idemkit apikey create --tenant acme --key - --table prod-ApiKeysTable --region us-east-1 < key.txt
 `
 
 // attrForm is the form --attr takes, as a bad one's message says it
@@ -110,13 +120,14 @@ func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
-	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
+	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--key -] [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar, without '~'); required")
 	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
 	var attrValues attrFlag
 	fs.Var(&attrValues, "attr", "credential attribute NAME=VALUE passed to the authorizer context (repeatable), e.g. namespace=shop")
+	keyFlag := fs.String("key", "", "- stores the key read from stdin (one line, as a create printed it: the same key in another region's table) instead of minting one")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -137,6 +148,15 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
+	given := "" // the key --key - read, stored in place of a minted one
+	if *keyFlag != "" {
+		if *keyFlag != "-" {
+			return usageError(fs, stderr, "--key takes - alone: the key is read from stdin (one line), which keeps it out of the shell history and the process list")
+		}
+		if given, code, done = stdinKey(ctx, fs, "create", "nothing stored", stderr); done {
+			return code
+		}
+	}
 	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
 	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
@@ -146,11 +166,33 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return 1
 	}
 	key := apikeys.NewAPIKey()
+	if given != "" {
+		key = given
+	}
 	cred := apikeys.Credential{Tenant: *tenant}
 	if len(attrs) > 0 {
 		cred.Attrs = attrs
 	}
-	if err := (&apikeys.DynamoKeys{Client: c, Table: tbl}).PutCredential(ctx, key, cred); err != nil {
+	keys := &apikeys.DynamoKeys{Client: c, Table: tbl}
+	err = keys.PutCredential(ctx, key, cred)
+	if given != "" && errors.Is(err, apikeys.ErrKeyExists) {
+		// Stored before with this very credential (a run of this command
+		// whose answer was lost, run again): done, as asked. Under another
+		// tenant or other attributes it is not changed (RED_TEAM 590).
+		if got, ok, gerr := keys.Credential(ctx, apikeys.HashKey(key)); gerr == nil && ok && got.Tenant == cred.Tenant && maps.Equal(got.Attrs, cred.Attrs) {
+			err = nil
+		} else if gerr == nil {
+			fmt.Fprintf(stderr, "idemkit apikey create: api key %s already registered in table %s, for another tenant or with other attributes than these; nothing stored\n", apikeys.HashKey(key), tbl)
+			return 1
+		}
+	}
+	if err != nil && given != "" && !errors.As(err, new(*types.ResourceNotFoundException)) {
+		// The key is the caller's: nothing to show or to revoke; the same
+		// command says whether it was stored.
+		fmt.Fprintf(stderr, "idemkit apikey create: %s; the key %s may have been stored: run the command again (it then says stored, or already registered with another credential)\n", storeError(err), apikeys.HashKey(key))
+		return 1
+	}
+	if err != nil {
 		if errors.As(err, new(*types.ResourceNotFoundException)) {
 			where := "in region " + c.Options().Region
 			if *endpoint != "" {
@@ -178,6 +220,14 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "idemkit apikey create: %s\n", storeError(err))
 		return 1
 	}
+	if given != "" {
+		// The caller's key is never printed: its hash names it.
+		if _, err := fmt.Fprintf(stdout, "stored %s (tenant %s)\n", apikeys.HashKey(key), *tenant); err != nil {
+			fmt.Fprintf(stderr, "idemkit apikey create: the key %s was stored for tenant %s, but this could not be printed (%v)\n", apikeys.HashKey(key), *tenant, err)
+			return 1
+		}
+		return 0
+	}
 	// The key is shown once; only its SHA-256 hash is stored.
 	if err := printOnce(stdout, key); err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: the key was stored for tenant %s but could not be printed (%v), and it is shown nowhere else: revoke it (idemkit apikey revoke --hash %s, with this command's --table, --endpoint, --region) and create another\n",
@@ -201,14 +251,16 @@ finds no key, that try revoked it or it was already gone: it prints
 The authorizer refuses the key at its next lookup, but API Gateway keeps
 each authorizer decision for the HTTP API's ReauthorizeEvery (300 s in
 template.yaml; idemkit dev for its --authorizer-ttl): a client whose grant
-is cached may be served until it expires.
+is cached may be served until it expires. Each region has its own api-keys
+table: a key stored in several (apikey create --key -) is revoked in each.
 
 examples:
   idemkit apikey revoke --key - --endpoint http://127.0.0.1:8000 < key.txt
   idemkit apikey revoke --hash key#3f0c…e9 --tenant acme --table prod-ApiKeysTable --region eu-west-1
 `
 
-// stdin is what `apikey revoke --key -` reads (tests replace it).
+// stdin is what `apikey create --key -` and `apikey revoke --key -` read
+// (tests replace it).
 var stdin io.Reader = os.Stdin
 
 // hashForm is what --hash accepts, as a bad one's message says it.
@@ -239,6 +291,32 @@ func readKeyLine(ctx context.Context, r io.Reader) (string, error) {
 	}
 }
 
+// stdinKey reads `--key -`'s key from stdin (one line; a UTF-8
+// byte-order mark and the white space around it dropped) for `apikey
+// cmd`: the key, or the exit code to return (done) after saying why there
+// is none (nothing, what was not done, when interrupted).
+func stdinKey(ctx context.Context, fs *flag.FlagSet, cmd, nothing string, stderr io.Writer) (key string, code int, done bool) {
+	line, err := readKeyLine(ctx, stdin)
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "idemkit apikey %s: interrupted while reading the key from stdin; %s\n", cmd, nothing)
+		return "", 1, true
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit apikey %s: read the key from stdin: %v\n", cmd, err)
+		return "", 1, true
+	}
+	if strings.HasPrefix(line, "\xff\xfe") || strings.HasPrefix(line, "\xfe\xff") {
+		return "", usageError(fs, stderr, "--key -: stdin is UTF-16 text; give the key as one line of ASCII (%s)", apikeys.KeyRule), true
+	}
+	// A key file saved with a UTF-8 byte-order mark (as some editors
+	// save text) holds the key after the mark.
+	k := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
+	if !apikeys.ValidKey(k) {
+		return "", usageError(fs, stderr, "--key -: stdin holds no key (want one line, the key as 'apikey create' printed it: %s)", apikeys.KeyRule), true
+	}
+	return k, 0, false
+}
+
 func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apikey revoke", flag.ContinueOnError)
 	setUsage(fs, "idemkit apikey revoke (--key KEY | --key - | --hash HASH) [--tenant T] [--endpoint URL] [--table NAME] [--region R]", apikeyRevokeAbout)
@@ -262,23 +340,9 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 	case *keyFlag != "" && *hashFlag != "":
 		return usageError(fs, stderr, "--key and --hash exclude each other: name the key one way")
 	case *keyFlag == "-":
-		line, err := readKeyLine(ctx, stdin)
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "idemkit apikey revoke: interrupted while reading the key from stdin; nothing revoked")
-			return 1
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "idemkit apikey revoke: read the key from stdin: %v\n", err)
-			return 1
-		}
-		if strings.HasPrefix(line, "\xff\xfe") || strings.HasPrefix(line, "\xfe\xff") {
-			return usageError(fs, stderr, "--key -: stdin is UTF-16 text; give the key as one line of ASCII (%s)", apikeys.KeyRule)
-		}
-		// A key file saved with a UTF-8 byte-order mark (as some editors
-		// save text) holds the key after the mark.
-		k := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
-		if !apikeys.ValidKey(k) {
-			return usageError(fs, stderr, "--key -: stdin holds no key (want one line, the key as 'apikey create' printed it: %s)", apikeys.KeyRule)
+		k, code, done := stdinKey(ctx, fs, "revoke", "nothing revoked", stderr)
+		if done {
+			return code
 		}
 		hash = apikeys.HashKey(k)
 	case *keyFlag != "":

@@ -28,7 +28,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
 		{[]string{"doctor"}, []string{"endpoint", "table", "only", "prefix", "region", "template", "parameter"}},
 		{[]string{"apikey"}, nil},
-		{[]string{"apikey", "create"}, []string{"tenant", "attr", "endpoint", "table", "region"}},
+		{[]string{"apikey", "create"}, []string{"tenant", "attr", "key", "endpoint", "table", "region"}},
 		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "scope-key", "other-route", "fail-body", "failed-run-body", "retry-route", "test-route", "test-body", "mode-header",
 			"slow-body", "invalid-body", "get", "timeout", "stagger"}},
 		{[]string{"effects"}, nil},
