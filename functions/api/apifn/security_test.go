@@ -140,3 +140,49 @@ func TestBase64BodyAtTheBoundIsAccepted(t *testing.T) {
 		t.Errorf("a base64 work order of %d bytes on %s: %d %v, want it read", MaxBodyBytes, TestWorkOrderPath, r.StatusCode, m)
 	}
 }
+
+// TestEveryAuthorizedRouteNeedsTheCredentialsTenant: every route of Routes
+// that is not public (the run, inbox, bulk-cancel, pause, resume, fork,
+// retry, effect-seam and live work-order routes, GET and HEAD) answers 401
+// to each bad authorizer context, whatever tenant the body, the query or a
+// header names, and changes nothing. TestTenantComesOnlyFromTheCredential
+// checks seven route/method pairs; this one reads the route table, so a
+// route added later is covered too. Held when written (7 December 2026).
+func TestEveryAuthorizedRouteNeedsTheCredentialsTenant(t *testing.T) {
+	f := newFixture(t)
+	_, m := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop"}`))
+	id, _ := m["runId"].(string)
+	bad := []*events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		nil, {}, {Lambda: map[string]any{}}, {Lambda: map[string]any{"tenantId": ""}},
+		{Lambda: map[string]any{"tenantId": "acme/x"}}, {Lambda: map[string]any{"tenantId": []any{"acme"}}},
+		{Lambda: map[string]any{"tenant": "acme"}}, {Lambda: map[string]any{"TenantId": "acme"}},
+		{JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"tenantId": "acme"}}},
+	}
+	n := 0
+	for _, rt := range Routes {
+		if rt.Public {
+			continue
+		}
+		n++
+		p := strings.ReplaceAll(rt.Pattern, "{runId}", runs.ProjectID(id))
+		p = strings.ReplaceAll(p, "{id}", "AAAAAAAAAAAAAAAAAAAAAA")
+		body := ""
+		if rt.Method == http.MethodPost {
+			body = `{"workflowId":"conformance-noop","tenantId":"acme","runIds":["` + id + `"]}`
+		}
+		for i, a := range bad {
+			e := ev(rt.Method, p, "", fmt.Sprintf("k-0123456789abcdefghij%02d", i), body)
+			e.Headers["x-tenant-id"], e.Headers["tenantid"], e.RawQueryString = "acme", "acme", "tenantId=acme"
+			e.RequestContext.Authorizer = a
+			if r, m := f.do(t, e); r.StatusCode != http.StatusUnauthorized || (rt.Method != http.MethodHead && m["error"] != "unauthenticated") {
+				t.Errorf("%s %s, authorizer context #%d: %d %v", rt.Method, rt.Pattern, i, r.StatusCode, m)
+			}
+		}
+	}
+	if n < 20 {
+		t.Fatalf("%d authorized routes, want every one of Routes but the public ones", n)
+	}
+	if st, _ := f.runs.Get(context.Background(), id); st.Status != runs.StatusPending || f.runs.Len() != 1 {
+		t.Fatalf("an unauthenticated request changed state: %s, %d runs", st.Status, f.runs.Len())
+	}
+}
