@@ -34,8 +34,8 @@ A name is 1..64 of a-z A-Z 0-9 _ starting with a letter (not tenantId); a
 value 1..256 characters without control characters, not blank (white
 space only).
 
---key - stores the key read from stdin (one line, as a create printed it)
-instead of minting one, with the --tenant and --attr it was created with:
+--key - stores the key read from stdin (one line, a key a create minted
+and printed: idk_ and 32 base64url characters) instead of minting one, with the --tenant and --attr it was created with:
 API keys are regional, so this is how a key created in one region's table
 is stored in another's, for a client that fails over to it. It prints
 "stored key#HEX (tenant T)", never the key; the same key stored already
@@ -155,6 +155,12 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		if given, code, done = stdinKey(ctx, fs, "create", "nothing stored", stderr); done {
 			return code
+		}
+		// Only a key a create minted: its 192 random bits are what make
+		// the unsalted hash the table keeps safe to keep; a key chosen by
+		// hand could be guessed from a leaked table.
+		if !apikeys.MintedKey(given) {
+			return usageError(fs, stderr, "--key -: stdin holds no key 'idemkit apikey create' minted (idk_ and 32 base64url characters); only such a key is stored, its random bits keeping its stored hash safe")
 		}
 	}
 	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")

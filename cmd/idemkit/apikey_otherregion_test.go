@@ -21,13 +21,14 @@ import (
 // region sends the key it holds there. `apikey create --key -` stores the
 // key read from stdin (one line, as a create printed it) in this table,
 // with its tenant and attributes, and prints "stored key#HEX (tenant T)",
-// never the key. Run again (its answer lost, or a second region by
-// mistake the same), the same credential already there is the same line,
-// exit 0; the key held by another tenant or with other attributes is
-// refused, nothing written. `--key VALUE` is a usage error (the key stays
-// out of the process list), and so is a line that is no key. Before, create
-// only minted: the key of one region could be stored in no other, and the
-// failed-over client was refused 401. Run on moto, one table per region.
+// never the key. Run again (its answer lost), the same credential already
+// there is the same line, exit 0; the key held by another tenant or with
+// other attributes is refused, nothing written. `--key VALUE` is a usage
+// error (the key stays out of the process list), and so is a line that is
+// no key a create minted (a key chosen by hand could be guessed from its
+// unsalted hash). Before, create only minted: the key of one region could
+// be stored in no other, and the failed-over client was refused 401. Run
+// on moto, one table per region.
 func TestAPIKeyCreateStoresAKeyInAnotherRegionsTable(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()
@@ -93,10 +94,13 @@ func TestAPIKeyCreateStoresAKeyInAnotherRegionsTable(t *testing.T) {
 		t.Fatalf("a refused create changed the stored key: %v %+v", ok, c)
 	}
 	for _, tc := range []struct{ in, flag string }{
-		{key + "\n", key},            // the key on the command line
-		{"\n", "-"},                  // no key
-		{"two words\n", "-"},         // not a key
-		{"idk_\u00e9t\u00e9\n", "-"}, // not ASCII
+		{key + "\n", key},               // the key on the command line
+		{"\n", "-"},                     // no key
+		{"two words\n", "-"},            // not a key
+		{"idk_\u00e9t\u00e9\n", "-"},    // not ASCII
+		{"k-acme-0123456789\n", "-"},    // a key, but not one a create minted
+		{key[:len(key)-1] + "\n", "-"},  // one character short
+		{key[:len(key)-1] + "=\n", "-"}, // a character base64url does not hold
 	} {
 		code, out, errb = cli(tc.in, prefix+"c-ApiKeysTable", "apikey", "create", "--tenant", "acme", "--key", tc.flag)
 		if code != 2 || out != "" || strings.Contains(errb, key) {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -61,6 +62,19 @@ func NewAPIKey() string {
 		panic("host: no randomness: " + err.Error())
 	}
 	return "idk_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// MintedKey reports whether key has the form NewAPIKey mints: "idk_" and
+// 32 base64url characters. A key of that form carries 192 random bits
+// when NewAPIKey made it, which is what makes its unsalted stored hash
+// (HashKey) safe to keep.
+func MintedKey(key string) bool {
+	b64, ok := strings.CutPrefix(key, "idk_")
+	if !ok || len(b64) != 32 {
+		return false
+	}
+	_, err := base64.RawURLEncoding.Strict().DecodeString(b64)
+	return err == nil
 }
 
 // KeyStore resolves API keys to tenants.

@@ -261,3 +261,20 @@ func TestRevokeWhoseAnswerWasLostSaysSo(t *testing.T) {
 		}
 	})
 }
+
+// TestMintedKey: MintedKey accepts every key NewAPIKey mints and nothing
+// else of the key rule: another prefix, a length other than 32 base64url
+// characters, a character outside base64url.
+func TestMintedKey(t *testing.T) {
+	for i := 0; i < 100; i++ {
+		if k := NewAPIKey(); !MintedKey(k) {
+			t.Fatalf("a minted key is refused")
+		}
+	}
+	k := NewAPIKey()
+	for _, bad := range []string{"", "idk_", k[:len(k)-1], k + "A", "IDK_" + k[4:], "idx_" + k[4:], k[:len(k)-1] + "=", k[:len(k)-1] + "+", k[:len(k)-1] + "/", "k-acme-0123456789"} {
+		if MintedKey(bad) {
+			t.Errorf("MintedKey(%q) = true", bad)
+		}
+	}
+}
