@@ -31,8 +31,11 @@ command shows a stored one.
 The secret it replaces keeps signing for --grace (default 24h): until then
 every delivery carries two signatures, the new secret's and the previous
 one's, so a receiver that still holds the previous secret accepts it while
-it moves to the new one. --grace 0 stops the previous secret at once (a
-secret that leaked). A rotation within an earlier one's grace keeps that
+it moves to the new one. --grace 0 stops the previous secret within a
+minute (a secret that leaked): until each executor rereads the tenant's
+secrets, at most a minute on, it may sign with the previous secret alone,
+so a receiver that drops it at once answers such a delivery 503, which is
+tried again, never a 4xx, which fails it for good. A rotation within an earlier one's grace keeps that
 earlier secret signing too, until its own grace ends: each delivery then
 carries one signature per secret still in its grace, the newest first. At
 most 4 replaced secrets are kept: a rotation with a grace that would keep a
@@ -134,7 +137,7 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 	}
 	grace, err := time.ParseDuration(*graceFlag)
 	if err != nil || grace < 0 || grace > maxGrace || grace > 0 && grace < apikeys.DefaultSecretCacheTTL {
-		return usageError(fs, stderr, "--grace %q: want 0 (the previous secret stops at once) or a duration from 1m to 720h, such as 24h (an executor may sign with the previous secret alone for up to a minute after the rotation)", *graceFlag)
+		return usageError(fs, stderr, "--grace %q: want 0 (the previous secret stops within a minute) or a duration from 1m to 720h, such as 24h (an executor may sign with the previous secret alone for up to a minute after the rotation)", *graceFlag)
 	}
 	var given string
 	if *secretFlag != "" {
@@ -167,7 +170,7 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's signing secret changed while this rotation ran (another rotation or a removal); nothing written: run it again\n", *tenant)
 		return 1
 	case errors.As(err, &limit):
-		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s already has %d replaced secrets signing in their graces, the most kept; the first of those graces ends at %s: rotate from then on, or now with --grace 0 (the current secret stops signing at once); nothing written\n",
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s already has %d replaced secrets signing in their graces, the most kept; the first of those graces ends at %s: rotate from then on, or now with --grace 0 (the current secret stops signing within a minute); nothing written\n",
 			*tenant, apikeys.MaxPreviousSecrets, limit.Until.UTC().Format(time.RFC3339))
 		return 1
 	case errors.As(err, new(*types.ResourceNotFoundException)):
