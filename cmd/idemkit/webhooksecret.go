@@ -45,7 +45,8 @@ minute, so a rotation signs deliveries within a minute; a grace shorter
 than that is refused.
 
 A tenant without a secret gets its deliveries unsigned; its first rotation
-starts signing them.
+starts signing them within a minute (until then they may still go
+unsigned: a receiver that already verifies answers such a delivery 503).
 
 --secret - writes the secret read from stdin (one line, as a rotation
 printed it) instead of a new one, and prints nothing on stdout: the same

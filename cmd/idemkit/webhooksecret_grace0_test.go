@@ -21,7 +21,9 @@ import (
 // drops it at once and refuses genuine deliveries, which fail for good
 // when refused with a 4xx. Each says the minute, and the help and CLI.md
 // tell the receiver to refuse such a delivery with a 503, which is tried
-// again (signed with the new secret once the minute has passed).
+// again (signed with the new secret once the minute has passed). The same
+// for a tenant's first rotation: its deliveries may go unsigned for that
+// minute.
 func TestGraceZeroSaysTheMinuteThePreviousSecretSigns(t *testing.T) {
 	ctx := context.Background()
 	check := func(what, text string, want ...string) {
@@ -37,7 +39,8 @@ func TestGraceZeroSaysTheMinuteThePreviousSecretSigns(t *testing.T) {
 	}
 	var out, errb bytes.Buffer
 	run(ctx, []string{"webhook", "secret", "rotate", "-h"}, &out, &errb)
-	check("the help", strings.Join(strings.Fields(out.String()), " "), "--grace 0 stops the previous secret within a minute", "503")
+	check("the help", strings.Join(strings.Fields(out.String()), " "), "--grace 0 stops the previous secret within a minute", "503",
+		"its first rotation starts signing them within a minute")
 	out.Reset()
 	errb.Reset()
 	run(ctx, []string{"webhook", "secret", "rotate", "--tenant", "acme", "--grace", "5s"}, &out, &errb)
@@ -48,7 +51,8 @@ func TestGraceZeroSaysTheMinuteThePreviousSecretSigns(t *testing.T) {
 	}
 	sec := string(doc)[strings.Index(string(doc), "## `idemkit webhook secret rotate`"):]
 	sec = sec[:strings.Index(sec[3:], "\n## ")+3]
-	check("CLI.md", strings.Join(strings.Fields(sec), " "), "`0` stops the previous secret within a minute", "503")
+	check("CLI.md", strings.Join(strings.Fields(sec), " "), "`0` stops the previous secret within a minute", "503",
+		"its first rotation starts signing them within a minute")
 
 	e := dynamotest.Start(t, dynamotest.Moto)
 	prefix := fmt.Sprintf("g0%d-", time.Now().UnixNano())
