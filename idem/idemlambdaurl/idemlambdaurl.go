@@ -31,6 +31,7 @@ package idemlambdaurl
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
@@ -45,16 +46,49 @@ import (
 // Guard keeps answers up to idem.MaxResponseBytes (see the package doc).
 // The mark is carried by the request's context, so middleware between
 // Wrap and the Guard keeps it as long as it derives the request's context
-// from the one it was given.
+// from the one it was given. The event's cookies (a function URL sends
+// them in its cookies list, not among its headers) reach the handler as
+// the request's Cookie header, so a route that declares Cookie among its
+// fingerprint headers (idem.Route.Headers) fingerprints them.
 //
 // It panics when handler is nil: a wiring mistake.
 func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
 	if handler == nil {
 		panic("idemlambdaurl: Wrap needs a handler to serve")
 	}
-	return lambdaurl.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serve := lambdaurl.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handler.ServeHTTP(w, r.WithContext(streamed.With(r.Context())))
 	}))
+	return func(ctx context.Context, req *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
+		return serve(ctx, withCookieHeader(req))
+	}
+}
+
+// withCookieHeader returns req with its cookies as the Cookie header: a
+// function URL puts the request's cookies in the event's cookies list,
+// not among its headers, and lambdaurl reads the headers alone, so the
+// handler would see no cookie and a route declaring Cookie among its
+// fingerprint headers (idem.Route.Headers) would fingerprint none
+// (RED_TEAM 600). The cookies are joined as a client sends them ("; "),
+// as the API Gateway adapters read an HTTP API event's. req itself is not
+// changed (a copy with its own header map); an event that already carries
+// a Cookie header, or no cookies, is passed as it is.
+func withCookieHeader(req *events.LambdaFunctionURLRequest) *events.LambdaFunctionURLRequest {
+	if req == nil || len(req.Cookies) == 0 {
+		return req
+	}
+	for k := range req.Headers {
+		if strings.EqualFold(k, "Cookie") {
+			return req
+		}
+	}
+	out := *req
+	out.Headers = make(map[string]string, len(req.Headers)+1)
+	for k, v := range req.Headers {
+		out.Headers[k] = v
+	}
+	out.Headers["cookie"] = strings.Join(req.Cookies, "; ")
+	return &out
 }
 
 // Start is lambdaurl.Start with Wrap: it serves handler as the function's
