@@ -75,8 +75,9 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     the redrive policy moved it to the dead-letter queue.
 //   - The key is the MessageId unless SQSConfig.Key says otherwise: a
 //     message the producer sends twice has two ids, and runs twice.
-//   - A record whose fn returns an error or panics, whose Key, Payload or
-//     Tenant function fails or panics (or whose key is empty,
+//   - A record whose fn returns an error, panics or ends its goroutine
+//     (runtime.Goexit), whose Key, Payload or Tenant function fails or
+//     panics (or whose key is empty,
 //     idem.ErrNoEventKey), whose key is in flight in another invocation
 //     (idem.ErrInFlight), whose payload does not match
 //     (idem.ErrPayloadMismatch), or whose claim failed is reported as a
@@ -136,19 +137,8 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 	mismatched := &seenIDs{}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
-		one := func(i int) (ok bool) {
+		process := func(i int) bool {
 			m := ev.Records[i]
-			defer func() {
-				// A panic of a key, payload or tenant function (or of fn
-				// with idem.Config.Disabled; otherwise Guard.Once turns
-				// fn's panic into an error) fails its record alone:
-				// escaping, it would fail the whole batch, and end the
-				// process from a goroutine.
-				if r := recover(); r != nil {
-					failed[i], ok = true, false
-					logRecordFailure(ctx, g, cfg.Operation, m, key, fmt.Errorf("%w: %v", idem.ErrEventPanic, r))
-				}
-			}()
 			if err := notStarted(ctx, margin); err != nil {
 				// No time left for this record: reported for
 				// redelivery, without a store call that could only
@@ -179,6 +169,40 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 				return false
 			}
 			return true
+		}
+		// one processes record i on a goroutine of its own and reports
+		// whether it is done.
+		one := func(i int) (ok bool) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				m := ev.Records[i]
+				returned := false
+				defer func() {
+					if returned {
+						return
+					}
+					// A panic of a key, payload or tenant function (or
+					// of fn with idem.Config.Disabled; otherwise
+					// Guard.Once turns fn's panic into an error) fails
+					// its record alone: escaping, it would fail the
+					// whole batch, and end the process from a goroutine.
+					// So does a function that ends its goroutine
+					// (runtime.Goexit) without returning: its record
+					// has no outcome and is never acknowledged as done
+					// (RED_TEAM 601), and the batch goes on.
+					err := errGoexit
+					if r := recover(); r != nil {
+						err = fmt.Errorf("%w: %v", idem.ErrEventPanic, r)
+					}
+					failed[i], ok = true, false
+					logRecordFailure(ctx, g, cfg.Operation, m, key, err)
+				}()
+				ok = process(i)
+				returned = true
+			}()
+			<-done
+			return ok
 		}
 		if fifo := isFIFO(ev); fifo || conc == 1 {
 			failedGroups := map[string]bool{}
@@ -301,6 +325,10 @@ func (s *seenIDs) add(id string) bool {
 	s.order = append(s.order, id)
 	return true
 }
+
+// errGoexit is the failure of a record whose processing ended its
+// goroutine (runtime.Goexit) instead of returning.
+var errGoexit = errors.New("idem: SQS record's processing ended its goroutine without returning (runtime.Goexit)")
 
 // recordOutcome names why a record failed (the "outcome" log attribute).
 // errNotStarted is the failure of a record the invocation had no time
