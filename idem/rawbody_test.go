@@ -162,7 +162,11 @@ func (s *hangUpSpy) Claim(ctx context.Context, rec idem.Record, now time.Time) (
 	res, err := s.rawSpy.Claim(ctx, rec, now)
 	if s.hangUp != nil && err == nil {
 		s.hangUp()
-		return idem.ClaimResult{}, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return idem.ClaimResult{}, err // the answer lost to the cancellation
+		}
+		// The call's context is not the caller's (the claim waits for
+		// its own answer): the answer arrives.
 	}
 	return res, err
 }

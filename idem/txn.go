@@ -489,10 +489,22 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		// started is when the claim was sent (wall time): the lease is
 		// counted from it.
 		started := g.wallAt(now)
-		cctx := g.storeCtxAt(t.callSlot(), sctx, false, time.Time{}, started)
+		// The claim's call waits for its own answer, its caller's
+		// cancellation detached (its deadline kept): a claim whose
+		// caller went away while it was on the way is then given back
+		// after it landed, never before it, where the give-back would
+		// write nothing and the claim, landing, would hold the key in
+		// flight for its whole lease (RED_TEAM 602).
+		cctx := g.storeCtxAt(t.callSlot(), sctx, true, time.Time{}, started)
 		res, err := store.Claim(cctx, rec, now)
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
+		if err == nil && (res.Decision == Claimed || res.Decision == Reclaimed) && errors.Is(ctx.Err(), context.Canceled) {
+			// The caller went away while its claim was on the way:
+			// given back, so that its retry runs at once.
+			t.giveBack(ctx, time.Time{})
+			return t.clientClosed(ctx, "claim")
+		}
 		if err != nil {
 			t.storeErr = err
 			if errors.Is(err, ErrStoreMisconfigured) {

@@ -19,9 +19,10 @@ import (
 // TestClientHalfCloseIsNotAStoreOutage: over a real connection, on
 // every engine, a client sends POST /runs and half-closes its
 // side while the Layer-1 claim is in flight (the claim's DynamoDB call
-// waits for the request's context to end, which net/http does when it
-// reads the client's EOF; when net/http reads it first, the claim fails
-// before its call is sent). The client, still reading, gets 499
+// waits for its context to end: the claim's call is detached from the
+// request's cancellation, so that a claim is given back only after it
+// landed, and ends at its own deadline, the store timeout; when net/http
+// reads the EOF first, the claim fails before its call is sent). The client, still reading, gets 499
 // idemkit.client_closed_request, not 503 idemkit.store_unavailable, and a
 // retry with the same key is 201.
 func TestClientHalfCloseIsNotAStoreOutage(t *testing.T) {
