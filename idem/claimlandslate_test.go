@@ -93,4 +93,33 @@ func TestCancelledClaimLandingLateIsGivenBack(t *testing.T) {
 	if err != nil || !ran || string(v) != `"shipped"` || runs != 1 {
 		t.Fatalf("the next call: %s ran %v, %v (work ran %d times); want the work run at once", v, ran, err, runs)
 	}
+	// A caller gone before its claim is sent makes no store call at all.
+	calls := 0
+	counted := &claimCallCounter{Store: e.store, calls: &calls}
+	g2, err := idem.New(idem.Config{Store: counted, Tenant: idem.SingleTenant("shop"), Wait: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, stop := context.WithCancel(context.Background())
+	stop()
+	w.Key = "order-43"
+	if _, ran, err := g2.Once(gone, w); !errors.Is(err, context.Canceled) || ran || calls != 0 {
+		t.Fatalf("a caller gone before the claim: ran %v, %v, %d store calls; want context.Canceled and none", ran, err, calls)
+	}
+}
+
+// claimCallCounter counts the claims and releases sent to its store.
+type claimCallCounter struct {
+	idem.Store
+	calls *int
+}
+
+func (s *claimCallCounter) Claim(ctx context.Context, r idem.Record, now time.Time) (idem.ClaimResult, error) {
+	*s.calls++
+	return s.Store.Claim(ctx, r, now)
+}
+
+func (s *claimCallCounter) Release(ctx context.Context, claim idem.Record, now time.Time) error {
+	*s.calls++
+	return s.Store.Release(ctx, claim, now)
 }

@@ -474,6 +474,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	}
 	var budget time.Duration
 	waiting := false
+	if errors.Is(ctx.Err(), context.Canceled) {
+		// Gone before its claim was sent: nothing to claim or give
+		// back (the claim's call, detached from the cancellation, would
+		// claim and release the key for no one).
+		return t.clientClosed(ctx, "claim")
+	}
 	for {
 		now := g.clock.Now()
 		rec := Record{
