@@ -319,6 +319,23 @@ func executing(ctx context.Context) (context.Context, context.CancelFunc) {
 	return ctx, func() {}
 }
 
+// storeCalls returns the context the give-up's own store calls (the count
+// of a failed try, the last try's end, park or breach written again) and
+// the scheduled pass run under: ctx, ending half endMargin before ctx's deadline (none without
+// one). The SDK's client bounds no call by a time of its own, so a call
+// that never answers (a connection that hangs) under ctx itself ran to
+// the invocation's deadline, where Lambda ends it as timed out: the
+// stream delivers the whole batch again, the records before it handled
+// again, and the scheduled pass logs nothing. Cut here, it fails as any
+// store error does (the record is retried by its sequence number, the
+// pass goes on) in time for the answer (RED_TEAM 610).
+func storeCalls(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, dl.Add(-endMargin/2))
+	}
+	return ctx, func() {}
+}
+
 // noTimeLeft reports whether ctx's deadline leaves no time to execute a
 // run (executing's context would be done at once): one started there
 // would fail at once and have a try counted that never ran.
@@ -470,6 +487,11 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		// tries; its record is retried.
 		return false
 	}
+	// The give-up's store calls are cut before the deadline (storeCalls);
+	// waitOut keeps ctx for its wait's budget and its executions.
+	wctx := ctx
+	ctx, cancel := storeCalls(ctx)
+	defer cancel()
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
 	switch {
@@ -520,7 +542,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 			return true
 		}
 		msg = truncate(err.Error())
-	} else if waited, err := x.waitOut(ctx, runID, cause); waited {
+	} else if waited, err := x.waitOut(wctx, runID, cause); waited {
 		if err == nil {
 			x.log().InfoContext(ctx, "executor: last try completed the run after waiting out an in-flight effect", slog.String("run_id", runID))
 			return true
@@ -635,7 +657,9 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 		// next try would execute it: a recorded outcome is replayed and
 		// its node event appended. A run another execution took since is
 		// that one's (the give-up leaves it); one that ended is left.
-		run, err := x.Runs.Get(ctx, runID)
+		gctx, cancel := storeCalls(ctx)
+		run, err := x.Runs.Get(gctx, runID)
+		cancel()
 		if err != nil || run.Status != runs.StatusRunning || run.Epoch != held.epoch {
 			return false, nil
 		}
@@ -1218,13 +1242,18 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 		if x.Metrics != nil {
 			x.Metrics.Count(MetricResumePasses, 1, nil)
 		}
+		// The pass's calls end before the invocation's deadline
+		// (storeCalls): one that never answers fails the pass, logged,
+		// instead of timing the invocation out (RED_TEAM 610).
+		pctx, cancel := storeCalls(ctx)
+		defer cancel()
 		var failed []error
-		n, err := x.ResumeDue(ctx)
+		n, err := x.ResumeDue(pctx)
 		if errors.Is(err, ErrRunsQuery) {
 			failed = append(failed, err)
 		}
 		x.log().InfoContext(ctx, "executor: resumed due runs", slog.Int("runs", n))
-		stale, err := x.ResumeStale(ctx)
+		stale, err := x.ResumeStale(pctx)
 		switch {
 		case errors.Is(err, ErrRunsQuery):
 			failed = append(failed, err)
