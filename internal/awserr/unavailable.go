@@ -17,8 +17,13 @@ import (
 // Unavailable reports whether err, returned by an SDK call after the SDK's
 // own retries, means the service could not be used: the call was
 // throttled, got a 5xx, could not connect or lost its connection, ran
-// out of its context's deadline, or met a transaction holding its item
-// (see passingTransactionError). A failed condition, a transaction
+// out of its context's deadline, met a transaction holding its item
+// (see passingTransactionError), or met a write of its item in another
+// Region (ReplicatedWriteConflictException: an MRSC table refuses the
+// later of two writes of one item made at once in two Regions; the SDK
+// does not retry it, a client fault, and nothing was written, so it is
+// tried again later like any outage, never read as a failed condition;
+// RED_TEAM 611). A failed condition, a transaction
 // cancelled for another reason, a validation error or a cancelled context
 // is not.
 func Unavailable(err error) bool {
@@ -29,6 +34,10 @@ func Unavailable(err error) bool {
 		return true
 	}
 	if passingTransactionError(err) {
+		return true
+	}
+	var rwc *types.ReplicatedWriteConflictException
+	if errors.As(err, &rwc) {
 		return true
 	}
 	var ae smithy.APIError

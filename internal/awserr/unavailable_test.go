@@ -32,6 +32,8 @@ func TestUnavailableTransactions(t *testing.T) {
 	}{
 		{"conflict", &types.TransactionConflictException{Message: aws.String("Transaction is ongoing for the item")}, true},
 		{"conflict wrapped", fmt.Errorf("put: %w", &types.TransactionConflictException{}), true},
+		{"another Region's write", &types.ReplicatedWriteConflictException{Message: aws.String("the item is being modified by a request in another Region")}, true},
+		{"another Region's write wrapped", fmt.Errorf("put: %w", &types.ReplicatedWriteConflictException{}), true},
 		{"throttled item", cancelled("None", "ThrottlingError"), true},
 		{"capacity", cancelled("ProvisionedThroughputExceeded", "None"), true},
 		{"conflicting transaction", cancelled("TransactionConflict", "None"), true},
