@@ -1549,7 +1549,7 @@ func (tp tmpl) streamReadIn(t *testing.T, params map[string]string, m *yaml.Node
 	return true
 }
 
-// TestAlarmsReadOnlyWhatThePostureWrites (RED_TEAM 441, 443): in each posture,
+// TestAlarmsReadOnlyWhatThePostureWrites (RED_TEAM 422, 424): in each posture,
 // every metric of the stack's namespace a deployed alarm reads is one the
 // code writes in that posture (each such metric is billed, $0.10 a month,
 // and a term nothing writes only costs), and each alarm's expression names
@@ -1796,7 +1796,7 @@ func TestAuthorizerAlarmIgnoresRefusedKeys(t *testing.T) {
 // their difference, so a replica's normal replication lag never pages as a
 // store outage. Before, the alarm read the 503s of both alike. In the
 // other postures nothing writes the chunks' count, and the alarm reads the
-// 503s alone (RED_TEAM 441: a term read is billed).
+// 503s alone (RED_TEAM 422: a term read is billed).
 func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	a := tp.resources["StoreUnavailableAlarm"]
@@ -2173,5 +2173,5 @@ func TestDashboardShowsEveryFunctionsErrors(t *testing.T) {
 }
 
 // hourlyCronRe is a schedule that fires once an hour on a fixed minute,
-// cron(M * * * ? *), as the sweeper's is (RED_TEAM 544).
+// cron(M * * * ? *), as the sweeper's is (RED_TEAM 440).
 var hourlyCronRe = regexp.MustCompile(`^cron\([0-9]{1,2} \* \* \* \? \*\)$`)

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestDocsSayTheDeployed401IsAPIGateways (RED_TEAM 592): behind the
+// TestDocsSayTheDeployed401IsAPIGateways (RED_TEAM 448): behind the
 // deployed HTTP API a missing, malformed or unknown key is refused by the
 // Lambda authorizer before the api function runs, and API Gateway answers
 // its own 401 {"message":"Unauthorized"}, no error envelope, which an

@@ -104,7 +104,7 @@ func (tp tmpl) alarmCost(t *testing.T, params map[string]string) (alarms, metric
 			continue
 		}
 		alarms++
-		// A term an !If includes in some postures only (RED_TEAM 441)
+		// A term an !If includes in some postures only (RED_TEAM 422)
 		// is billed where it is deployed.
 		p := tp.resolveIfs(t, get(r, "Properties"), params)
 		if get(p, "MetricName") != nil {

@@ -36,7 +36,7 @@ func scheduleEvery(t *testing.T, tp tmpl, fn string) (every int, alone bool) {
 		}
 		sched := get(get(ev, "Properties"), "Schedule").Value
 		if hourlyCronRe.MatchString(sched) {
-			every = 3600 // once an hour, on a fixed minute (RED_TEAM 544)
+			every = 3600 // once an hour, on a fixed minute (RED_TEAM 440)
 			continue
 		}
 		m := rateRe.FindStringSubmatch(sched)
@@ -125,7 +125,7 @@ func (a alarmSim) run(runs func(int) bool, last int) (states map[[2]int]string, 
 	return states, a.paged
 }
 
-// TestScheduledFunctionsPageWhenNotInvoked (RED_TEAM 440, 442): a
+// TestScheduledFunctionsPageWhenNotInvoked (RED_TEAM 421, 423): a
 // function a schedule invokes has an alarm that fires when the schedule
 // stops invoking it (its rule disabled, its invoke permission removed, its
 // invocations throttled until dropped), which writes nothing its errors

@@ -38,7 +38,7 @@ func (f *firstSegment) DeleteItem(context.Context, *dynamodb.DeleteItemInput, ..
 // segment started twice in a cycle, the next never). The function is
 // scheduled on a fixed minute well inside the hour (an EventBridge cron
 // fires within its minute), and runs fired at any second of that minute in
-// consecutive hours start at every segment in turn (RED_TEAM 544).
+// consecutive hours start at every segment in turn (RED_TEAM 440).
 func TestSweeperScheduleStartsEverySegmentInTurn(t *testing.T) {
 	var doc struct {
 		Resources map[string]struct {

@@ -66,7 +66,7 @@ func (s *lateClaimStore) land() {
 // after the give-back: the next call with the key runs the work at once,
 // never ErrInFlight until the lease ends. The claim's call waits for its
 // own answer (its cancellation detached; its deadline kept), so the
-// give-back follows the claim it gives back. Before (RED_TEAM 602), the
+// give-back follows the claim it gives back. Before (RED_TEAM 451), the
 // claim's call ended with the caller's context, the give-back was sent
 // before the claim landed and wrote nothing, and the key was in flight
 // for the whole lease (found on DynamoDB Local, whose first claim is

@@ -18,7 +18,7 @@ import (
 // the lease for as long as the process lived, up to the record's retention
 // (forever under the commerce policy): every retry of the key was 409
 // idempotency_in_flight. It is released as for a handler that panicked, and
-// its heartbeat stopped, so the next request with the key runs (RED_TEAM 500).
+// its heartbeat stopped, so the next request with the key runs (RED_TEAM 428).
 func TestHandlerThatEndsItsGoroutineLeavesTheKeyRetryable(t *testing.T) {
 	id := scopeID(testTenant, "POST /runs", testKey)
 	// inGoroutine runs f on a goroutine of its own and waits for it to end,

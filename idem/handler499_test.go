@@ -16,7 +16,7 @@ import (
 // the Guard answers a hang-up with) says the request was cut short, its
 // outcome unknown: it is never a final answer. It was kept and replayed,
 // under every policy, to every retry of the key, and the work never ran
-// again (RED_TEAM 502). It is released as a 5xx is: the next request with
+// again (RED_TEAM 430). It is released as a 5xx is: the next request with
 // the key runs. The policies decide it (Policy.Cache): each preset
 // releases it.
 func TestHandlersOwn499IsNeverReplayed(t *testing.T) {

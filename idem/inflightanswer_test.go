@@ -17,7 +17,7 @@ import (
 // registry's retriable false means not retryable without waiting. Every
 // preset policy kept it as a final 4xx, so each retry of the key, however
 // long it waited, was replayed that 409, and the request never reached
-// the service again (RED_TEAM 503). It is released as a 5xx is, under
+// the service again (RED_TEAM 431). It is released as a 5xx is, under
 // the ERP policy in its own spelling too (IDEMPOTENCY_REQUEST_IN_PROGRESS).
 func TestHandlersOwnInFlightAnswerIsNeverReplayed(t *testing.T) {
 	for _, c := range []struct {

@@ -39,10 +39,10 @@ var (
 // it may repeat the request, RFC 9110 §15.5.9, so replaying it would
 // refuse the key's work forever, and a 499, a handler's answer to its
 // client's hang-up, as grpc-gateway answers a cancelled call, says the
-// request was cut short, its outcome unknown: RED_TEAM 502), and so is a
+// request was cut short, its outcome unknown: RED_TEAM 430), and so is a
 // 409 idempotency_in_flight (a handler passing on the answer of a service
 // it forwarded the key to: "not yet", not retryable without waiting, which
-// a replay would answer for the retention: RED_TEAM 503); 401, 403, a 400 whose envelope code is
+// a replay would answer for the retention: RED_TEAM 431); 401, 403, a 400 whose envelope code is
 // idempotency_key_invalid or validation_error, a 409 run_already_active
 // (a create refused while another run holds its scope) and a 422
 // residency_unavailable (retriable in the error registry) are forgotten (the request was rejected before any work, and a

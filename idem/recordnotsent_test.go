@@ -131,7 +131,7 @@ func TestCompletionNotSentRecordsItNotKept(t *testing.T) {
 
 	// The part's writes stalled until the call's deadline (the store
 	// stalling, not refusing): the not-kept write gets a deadline of its
-	// own (RED_TEAM 421), not the one already passed, which would fail it
+	// own (RED_TEAM 420), not the one already passed, which would fail it
 	// unsent and leave the record claimed for a second run.
 	t.Run("stalled past the store timeout", func(t *testing.T) {
 		s := &unsentStore{stall: true}

@@ -500,7 +500,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		// caller went away while it was on the way is then given back
 		// after it landed, never before it, where the give-back would
 		// write nothing and the claim, landing, would hold the key in
-		// flight for its whole lease (RED_TEAM 602).
+		// flight for its whole lease (RED_TEAM 451).
 		cctx := g.storeCtxAt(t.callSlot(), sctx, true, time.Time{}, started)
 		res, err := store.Claim(cctx, rec, now)
 		cctx.release()
@@ -905,7 +905,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	// returns here: safeCall recovers a panic, not that. The deferred call
 	// then stops the heartbeat and releases the claim as for a handler
 	// that panicked, so that no lease renewed for as long as the process
-	// lives holds the key (RED_TEAM 500).
+	// lives holds the key (RED_TEAM 428).
 	returned := false
 	defer func() {
 		if !returned {
@@ -984,7 +984,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// this one is refused, and the response stays.) So does one
 		// whose write of the record was never sent (ErrRecordNotSent: the
 		// response's part kept beside the record could not be written,
-		// throttled past the retries, say; RED_TEAM 420): the record is
+		// throttled past the retries, say; RED_TEAM 419): the record is
 		// still this claim's, and left so it would run the handler again
 		// once the lease ends; the not-kept outcome is one small write on
 		// the record's own item, made on this failure path only.
@@ -994,7 +994,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		if errors.Is(err, ErrRecordNotSent) && sctx.Err() != nil {
 			// Not sent because the call's deadline passed (the store
 			// stalled): the not-kept write gets a deadline of its own,
-			// bounded as the first was (RED_TEAM 421), not one that
+			// bounded as the first was (RED_TEAM 420), not one that
 			// fails it unsent.
 			fresh := g.storeCtx(t.callSlot(), ctx, true, x.leaseEnd)
 			defer fresh.release()

@@ -50,7 +50,7 @@ func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx c
 		// The claim may have landed with every answer to it lost (the
 		// store's own retries gave up). Left so, the slot would stay
 		// claimed by no one for its whole retention, its work never run
-		// (RED_TEAM 460): a slot carrying this call's owner token is this
+		// (RED_TEAM 425): a slot carrying this call's owner token is this
 		// call's claim, which nothing else can hold (a slot is never
 		// reclaimed), so it is won and the work runs. One read, on this
 		// path only; when it fails too, the slot is left as after a crash.

@@ -28,7 +28,7 @@ func (s *lostCreateStore) Create(ctx context.Context, rec *ledger.Record, now ti
 }
 
 // A fire-once slot whose claim landed with its answer lost runs its work
-// once, in that call, and never again (RED_TEAM 460); a claim that lost
+// once, in that call, and never again (RED_TEAM 425); a claim that lost
 // to another's is still a losing call, the work not run.
 func TestSlotClaimLandedWithItsAnswerLost(t *testing.T) {
 	st := &lostCreateStore{Store: memstore.New(), lose: true}

@@ -184,7 +184,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if given != "" && errors.Is(err, apikeys.ErrKeyExists) {
 		// Stored before with this very credential (a run of this command
 		// whose answer was lost, run again): done, as asked. Under another
-		// tenant or other attributes it is not changed (RED_TEAM 590).
+		// tenant or other attributes it is not changed (RED_TEAM 446).
 		if got, ok, gerr := keys.Credential(ctx, apikeys.HashKey(key)); gerr == nil && ok && got.Tenant == cred.Tenant && maps.Equal(got.Attrs, cred.Attrs) {
 			err = nil
 		} else if gerr == nil {

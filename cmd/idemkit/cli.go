@@ -279,7 +279,7 @@ func hideSecretValue(msg string) string {
 	keyOf, secret := secretFlags[name]
 	if !secret {
 		// A URL's password (--endpoint http://user:PASS@host) is not
-		// quoted either (RED_TEAM 522).
+		// quoted either (RED_TEAM 434).
 		if v, err := strconv.Unquote(msg[len(prefix):i]); err == nil && shownURL(v) != v {
 			return prefix + strconv.Quote(shownURL(v)) + msg[i:]
 		}

@@ -469,7 +469,7 @@ func unproject(id string) string {
 // noteProblem says what keeps a --note from being recorded: what it holds
 // that is not printable UTF-8 text or a line break (a carriage return
 // pasted with Windows line breaks, bytes that are not UTF-8), and where,
-// else its length past 512 bytes (RED_TEAM 523); "" for a note recorded as
+// else its length past 512 bytes (RED_TEAM 435); "" for a note recorded as
 // it is.
 func noteProblem(note string) string {
 	for i, c := range note {
@@ -690,7 +690,7 @@ type outcomeJSON struct {
 
 // opt is a time in the --json output: as stamp writes it (UTC, three
 // fraction digits; the ledger keeps milliseconds), so a script comparing
-// or sorting the strings orders them as the times (RED_TEAM BG); "" for
+// or sorting the strings orders them as the times (RED_TEAM 441); "" for
 // none, which omitempty leaves out.
 func opt(t time.Time) string {
 	if t.IsZero() {

@@ -8,7 +8,7 @@ import (
 
 // TestEffectsJSONTimesHaveAFixedWidth: --json writes every time with three
 // fraction digits, as the text output and the run API do, so a script that
-// compares or sorts the strings orders them as the times (RED_TEAM BG: a
+// compares or sorts the strings orders them as the times (RED_TEAM 441: a
 // whole second was written "…:18Z" and sorted after "…:18.5Z"). The
 // ledger keeps milliseconds, so three digits lose nothing.
 func TestEffectsJSONTimesHaveAFixedWidth(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 // (a control character, such as the carriage return of a note pasted
 // with Windows line breaks, or bytes that are not UTF-8) is told that,
 // naming where, not "at most 512 bytes (got 9 bytes)", which it is; one
-// too long is told its length (RED_TEAM 523).
+// too long is told its length (RED_TEAM 435).
 func TestEffectsResolveNoteRefusalSaysWhy(t *testing.T) {
 	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
 	for _, c := range []struct {

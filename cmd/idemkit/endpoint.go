@@ -48,7 +48,7 @@ func endpointFlag(fs *flag.FlagSet, name, usage string) *string {
 
 // shownURL is an endpoint or API URL as a message prints it: a password
 // given in it (http://user:PASS@host) replaced by "xxxxx", since the
-// message goes to stderr, a CI log or a shared terminal (RED_TEAM 522).
+// message goes to stderr, a CI log or a shared terminal (RED_TEAM 434).
 func shownURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {

@@ -14,7 +14,7 @@ import (
 // (`--endpoint http://user:PASS@host`, conform's URL) never has that
 // password printed back by a command's run-time error, which goes to
 // stderr (a CI log, a shared terminal); the line still names the host
-// (RED_TEAM 522). Before, "no key ... in table T at
+// (RED_TEAM 434). Before, "no key ... in table T at
 // http://user:PASS@host" and "cannot reach http://user:PASS@host" quoted it.
 func TestEndpointPasswordIsNotPrinted(t *testing.T) {
 	const pass = "s3cretPW0rd"
@@ -60,7 +60,7 @@ func TestEndpointPasswordIsNotPrinted(t *testing.T) {
 
 // TestRefusedURLPasswordIsNotPrinted: a usage error quoting a refused URL
 // (an endpoint or API URL that is not http(s), DYNAMODB_ENDPOINT's) does
-// not quote a password given in it either (RED_TEAM 522).
+// not quote a password given in it either (RED_TEAM 434).
 func TestRefusedURLPasswordIsNotPrinted(t *testing.T) {
 	const pass = "s3cretPW0rd"
 	bad := "ftp://operator:" + pass + "@127.0.0.1:9"

@@ -167,7 +167,7 @@ func TestFlagValueErrorsSayWhatIsAccepted(t *testing.T) {
 		{[]string{"dev", "--request-timeout", "soon"}, "want a duration with its unit"},
 		{[]string{"effects", "list", "--limit", "many"}, "want a whole number"},
 		// In decimal digits but past the largest int: out of range, not
-		// "want a whole number" (RED_TEAM 520).
+		// "want a whole number" (RED_TEAM 432).
 		{[]string{"effects", "list", "--limit", "99999999999999999999"}, "out of range; the largest accepted is 9223372036854775807"},
 		// Written as a port is (--addr): decimal digits alone, so that
 		// 010 is never 8, nor 0x10 16 (the flag package's base prefixes).

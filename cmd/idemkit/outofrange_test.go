@@ -12,7 +12,7 @@ import (
 // flag takes it (decimal digits, a duration with its unit) but too large
 // (or too far below zero) for it is told the value is out of range,
 // naming the largest the flag accepts, not that it is not a number
-// (RED_TEAM 520). Every numeric flag of every command is tried: the
+// (RED_TEAM 432). Every numeric flag of every command is tried: the
 // flags whose help line names their value a duration or N (a whole
 // number), and --grace, a duration read as text.
 func TestOutOfRangeNumberSaysSo(t *testing.T) {

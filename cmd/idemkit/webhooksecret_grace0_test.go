@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// TestGraceZeroSaysTheMinuteThePreviousSecretSigns (RED_TEAM 591): each
+// TestGraceZeroSaysTheMinuteThePreviousSecretSigns (RED_TEAM 447): each
 // executor rereads a tenant's signing secrets at most once a minute, so
 // after `webhook secret rotate --grace 0` it may sign with the previous
 // secret alone for up to a minute. Nothing `webhook secret rotate` says

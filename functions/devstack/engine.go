@@ -157,7 +157,7 @@ func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), 
 
 // shownURL is an endpoint as dev prints or logs it: a password given in
 // it (http://user:PASS@host, which the SDK does not send) replaced by
-// "xxxxx" (RED_TEAM 522).
+// "xxxxx" (RED_TEAM 434).
 func shownURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {

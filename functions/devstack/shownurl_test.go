@@ -8,7 +8,7 @@ import (
 // TestShownURLHidesPassword: the endpoint dev prints (its serving line,
 // its log lines) never carries a password given in --dynamodb-endpoint or
 // DYNAMODB_ENDPOINT (http://user:PASS@host), and still names the host
-// (RED_TEAM 522).
+// (RED_TEAM 434).
 func TestShownURLHidesPassword(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://op:s3cretPW@127.0.0.1:8000":  "127.0.0.1:8000",

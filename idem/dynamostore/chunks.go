@@ -91,7 +91,7 @@ func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem
 	}); err != nil {
 		s.dropChunks(ctx, id, ref)
 		// The record's write comes after the chunks': it was not sent,
-		// and the record is as the claim left it (RED_TEAM 420).
+		// and the record is as the claim left it (RED_TEAM 419).
 		return nil, fmt.Errorf("%w: %w", idem.ErrRecordNotSent, err)
 	}
 	return ref, nil

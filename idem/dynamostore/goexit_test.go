@@ -21,7 +21,7 @@ import (
 // a handler whose goroutine ends in runtime.Goexit has its claim released
 // (the owner-fenced release a panic gets), so the next request with the
 // key runs at once, never 409 idempotency_in_flight for the retention
-// (RED_TEAM 500).
+// (RED_TEAM 428).
 func TestHandlerThatEndsItsGoroutineLeavesTheKeyRetryable(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)

@@ -68,7 +68,7 @@ func (f *stalledChunks) DeleteItem(ctx context.Context, _ *dynamodb.DeleteItemIn
 // them are bounded too, as Config.StoreTimeout guarantees, never held
 // while the store stalls. The record's write was never sent, so the
 // not-kept outcome is written in its place, with a deadline of its own
-// (RED_TEAM 421; this table takes it at once): the caller gets the true
+// (RED_TEAM 420; this table takes it at once): the caller gets the true
 // 201 (before, 503 with the record left claimed, and the handler ran
 // again once the lease ended). The chunks a stalled delete leaves expire
 // with the record's retention, referenced by nothing.

@@ -33,7 +33,7 @@ import (
 // response whose chunk write is refused for good is recorded as not kept
 // (the first caller gets the true 201, the retry 410), and so is one whose
 // chunk writes are throttled past the retries, its record's write never
-// sent (RED_TEAM 420: before, 503 with the record left claimed, and the
+// sent (RED_TEAM 419: before, 503 with the record left claimed, and the
 // handler ran again once the lease ended); when the record's own write is
 // throttled too it is 503 with the record claimed.
 // (The chunks written are deleted, best effort: a chunk write cut in
@@ -289,7 +289,7 @@ func stallChunkPuts(o *dynamodb.Options) {
 // large answer whose chunk writes stall until the call's bound
 // (Config.StoreTimeout) ends never had its record's write sent: the
 // not-kept outcome is written in its place with a deadline of its own
-// (RED_TEAM 421), so the caller gets the true 201 and every retry, past
+// (RED_TEAM 420), so the caller gets the true 201 and every retry, past
 // the lease too, 410 idemkit.response_not_kept; the handler runs once.
 // Before, that write was made under the deadline already passed and
 // failed unsent: 503, the record left claimed, and the handler ran again

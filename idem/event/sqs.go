@@ -190,7 +190,7 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 					// So does a function that ends its goroutine
 					// (runtime.Goexit) without returning: its record
 					// has no outcome and is never acknowledged as done
-					// (RED_TEAM 601), and the batch goes on.
+					// (RED_TEAM 450), and the batch goes on.
 					err := errGoexit
 					if r := recover(); r != nil {
 						err = fmt.Errorf("%w: %v", idem.ErrEventPanic, r)

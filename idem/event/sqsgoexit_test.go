@@ -17,7 +17,7 @@ import (
 // the records beside it are processed as usual (in a FIFO queue, those
 // after it are reported unprocessed, as after any failure); its
 // redelivery runs fn again (Guard.Once released its claim). Before
-// (RED_TEAM 601), with Concurrency above 1 the worker's goroutine ended
+// (RED_TEAM 450), with Concurrency above 1 the worker's goroutine ended
 // without marking the record, which was acknowledged: SQS deleted a
 // message whose work never ran to its end; processed in order, the
 // handler's own goroutine ended, and its invocation with it (the whole

@@ -152,11 +152,11 @@ func Load(getenv func(string) string) (Env, error) {
 	if v := strings.TrimSpace(getenv(RetentionHours)); v != "" {
 		if n, err := strconv.Atoi(v); strings.EqualFold(v, "forever") || (err == nil && n == 0) {
 			// Zero hours however written ("0", "00", "+0"): never expire,
-			// not the policy's default (RED_TEAM 501).
+			// not the policy's default (RED_TEAM 429).
 			e.Retention = idem.Forever
 		} else if (err != nil || n < 0) && !(errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-")) {
 			p = append(p, fmt.Sprintf("%s=%q: want whole hours, 0 or \"forever\"", RetentionHours, v))
-		} else if err != nil || n > maxRetentionHours { // err: beyond an int (RED_TEAM 521)
+		} else if err != nil || n > maxRetentionHours { // err: beyond an int (RED_TEAM 433)
 			p = append(p, fmt.Sprintf("%s=%q: at most %d hours (the longest a duration holds, about 292 years), or \"forever\"", RetentionHours, v, maxRetentionHours))
 		} else {
 			e.Retention = time.Duration(n) * time.Hour

@@ -185,7 +185,7 @@ func TestEnvRetentionBelowThePolicyMinimum(t *testing.T) {
 // reads as a number means what "0" means, never expire: "00", "+0" and
 // "-0" were taken as unset, the policy's default (24 h under the OpenWOP
 // policy), so records meant to be kept for ever expired after a day
-// (RED_TEAM 501).
+// (RED_TEAM 429).
 func TestEnvRetentionZeroHoursIsForeverHoweverSpelled(t *testing.T) {
 	for _, v := range []string{"0", "00", "+0", "-0", " 000 "} {
 		for _, policy := range []string{"", "erp"} {

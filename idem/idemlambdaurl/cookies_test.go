@@ -23,7 +23,7 @@ import (
 // session selecting the cart) fingerprints them: the same key sent with
 // another session is 409 idempotency_key_mismatch, never the first
 // session's answer replayed. The event itself is left as it came.
-// Before (RED_TEAM 600), lambdaurl dropped the cookies list: the handler
+// Before (RED_TEAM 449), lambdaurl dropped the cookies list: the handler
 // saw no cookie, and the second session got the first one's answer.
 func TestFunctionURLCookiesReachTheHandlerAndTheFingerprint(t *testing.T) {
 	guard, err := idem.New(idem.Config{

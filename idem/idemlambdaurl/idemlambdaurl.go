@@ -69,7 +69,7 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 // not among its headers, and lambdaurl reads the headers alone, so the
 // handler would see no cookie and a route declaring Cookie among its
 // fingerprint headers (idem.Route.Headers) would fingerprint none
-// (RED_TEAM 600). The cookies are joined as a client sends them ("; "),
+// (RED_TEAM 449). The cookies are joined as a client sends them ("; "),
 // as the API Gateway adapters read an HTTP API event's. req itself is not
 // changed (a copy with its own header map); an event that already carries
 // a Cookie header, or no cookies, is passed as it is.

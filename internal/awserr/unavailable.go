@@ -23,7 +23,7 @@ import (
 // later of two writes of one item made at once in two Regions; the SDK
 // does not retry it, a client fault, and nothing was written, so it is
 // tried again later like any outage, never read as a failed condition;
-// RED_TEAM 611). A failed condition, a transaction
+// RED_TEAM 453). A failed condition, a transaction
 // cancelled for another reason, a validation error or a cancelled context
 // is not.
 func Unavailable(err error) bool {

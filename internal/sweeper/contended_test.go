@@ -44,7 +44,7 @@ func (o otherRegion) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInpu
 // table, the "harmless" second one included, failed each other's runs.
 // It is the race a conditional delete exists for: the item is left (the
 // other Region's write decides it; a later run deletes it if it is still
-// expired), not counted, and the sweep goes on (RED_TEAM 540).
+// expired), not counted, and the sweep goes on (RED_TEAM 436).
 func TestDeleteRefusedForAWriteInAnotherRegionIsNoFailure(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		base := e.Client()

@@ -275,7 +275,7 @@ func (d *deleter) delete(ctx context.Context, key map[string]types.AttributeValu
 			// delete. The race the condition is for: that write
 			// decides the item, and a later sweep deletes it if it is
 			// still expired. The SDK does not retry this error; it was
-			// taken for a failure and stopped the sweep (RED_TEAM 540).
+			// taken for a failure and stopped the sweep (RED_TEAM 436).
 		case d.err == nil:
 			d.err = fmt.Errorf("sweeper: DeleteItem %s: %w", d.w.Table, err)
 		}

@@ -16,7 +16,7 @@ import (
 // guards never run: FireOnce returned the store's error without calling
 // its work, and every later FireOnce saw the slot claimed. Now the claim
 // is read back, found carrying the call's owner token, and the work runs,
-// once; every later FireOnce sees it done (RED_TEAM 460).
+// once; every later FireOnce sees it done (RED_TEAM 425).
 func TestLostAnswerSlotClaim(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, c := range dynamotest.Losses("PutItem") {

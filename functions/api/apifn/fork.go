@@ -82,7 +82,7 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 		d := json.NewDecoder(bytes.NewReader(s))
 		d.UseNumber()
 		// null decodes into a json.Number as "" without an error: it is
-		// no number either (RED_TEAM 481).
+		// no number either (RED_TEAM 427).
 		if len(s) == 0 || s[0] == '"' || d.Decode(&n) != nil || n == "" {
 			return req, validation("fromSeq", "fromSeq must be a non-negative integer sequence")
 		}

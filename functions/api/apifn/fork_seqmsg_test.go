@@ -8,7 +8,7 @@ import (
 // TestForkFromSeqRefusalSaysWhatIsWrong: a fromSeq that is not an integer
 // (1.5, 2.25e0) is refused as not an integer, a negative one as negative,
 // and only one past the largest sequence as out of range — never a
-// fraction called "out of range", nor null (RED_TEAM 481); each names
+// fraction called "out of range", nor null (RED_TEAM 427); each names
 // details.field fromSeq.
 func TestForkFromSeqRefusalSaysWhatIsWrong(t *testing.T) {
 	for in, want := range map[string]string{

@@ -38,7 +38,7 @@ const MaxRunRetries = runs.MaxRetries
 // its failure; this is how the work runs again. The retry of a replay fork
 // is a replay fork of the same source, from the same point
 // (runs.NewRetry): its effects are resolved from the source's record,
-// never performed, as the fork's were (RED_TEAM 570). Every execution of one retry key names the same new run
+// never performed, as the fork's were (RED_TEAM 442). Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
@@ -80,7 +80,7 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		written = true
 	}
 	// A replay fork's retry is a replay fork of the same source, from the
-	// same point (runs.NewRetry, RED_TEAM 570): it performs nothing.
+	// same point (runs.NewRetry, RED_TEAM 442): it performs nothing.
 	run := runs.NewRetry(prev, h.clock.Now())
 	if written {
 		// Written unlisted by an earlier execution under an earlier

@@ -2,7 +2,7 @@ package apifn
 
 // A retry (POST /runs/{runId}/retry) of a failed replay fork is itself a
 // replay fork of the same source, from the same point, in the same mode
-// (RED_TEAM 570): its side-effecting nodes are resolved from the source's
+// (RED_TEAM 442): its side-effecting nodes are resolved from the source's
 // record and never performed, and fail closed (replay_source_missing)
 // where the source has none. Driven end to end: the api handler creates,
 // forks, pauses, resumes and retries; the executor executes each run over
@@ -299,13 +299,13 @@ func retryOfReplayForkOfPausedSource(t *testing.T, s *replayRetryStack) {
 	}
 }
 
-// TestRetryOfFailedReplayForkSendsNothing: RED_TEAM 570, the first
+// TestRetryOfFailedReplayForkSendsNothing: RED_TEAM 442, the first
 // observation, on runs and a ledger in memory.
 func TestRetryOfFailedReplayForkSendsNothing(t *testing.T) {
 	retryOfFailedReplayFork(t, memReplayRetryStack(t))
 }
 
-// TestRetryOfReplayForkOfPausedSourceSendsOnce: RED_TEAM 570, the second
+// TestRetryOfReplayForkOfPausedSourceSendsOnce: RED_TEAM 442, the second
 // observation, in memory.
 func TestRetryOfReplayForkOfPausedSourceSendsOnce(t *testing.T) {
 	retryOfReplayForkOfPausedSource(t, memReplayRetryStack(t))

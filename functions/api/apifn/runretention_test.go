@@ -71,7 +71,7 @@ func TestGetRunAfterItsRetention(t *testing.T) {
 	}
 }
 
-// TestRunPastItsRetentionBeforeItsDeletion (RED_TEAM 480): on RunsTable a
+// TestRunPastItsRetentionBeforeItsDeletion (RED_TEAM 426): on RunsTable a
 // run past its retention is answered as TestGetRunAfterItsRetention
 // answers it on the memory store, from its expiry on and before DynamoDB's
 // TTL deletes its item (some time later, up to days): GET, its events,

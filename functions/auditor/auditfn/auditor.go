@@ -212,7 +212,7 @@ func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (ev
 	// no call by a time of its own) ran to the invocation's deadline,
 	// where Lambda ends it as a timeout and the whole batch is delivered
 	// again, its conflicts recorded again. Cut before it, it is a failed
-	// write-back like any other: its record is reported (RED_TEAM 542).
+	// write-back like any other: its record is reported (RED_TEAM 438).
 	if dl, ok := ctx.Deadline(); ok {
 		m := a.Margin
 		if m <= 0 {

@@ -50,7 +50,7 @@ func (h *hangingRestorer) Restore(ctx context.Context, winner, _ map[string]type
 // Each call is now bounded by the deadline less a margin: the hung
 // write-back fails as any failed write-back does, reported as the batch
 // item that failed, by its sequence number, before the deadline, and the
-// records before it are not delivered again (RED_TEAM 542).
+// records before it are not delivered again (RED_TEAM 438).
 func TestHungWriteBackIsReportedAsItsBatchItemBeforeTheDeadline(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()

@@ -195,7 +195,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	// records them then. Recorded as each write was decided, a conflict
 	// seen before a later write of the same change failed (the third
 	// region's record, below) was recorded again on the redelivery
-	// (RED_TEAM 543).
+	// (RED_TEAM 439).
 	var seen [][2]conflictaudit.KeyRecord
 	record := func(o, n conflictaudit.KeyRecord) { seen = append(seen, [2]conflictaudit.KeyRecord{o, n}) }
 	observe := func() {

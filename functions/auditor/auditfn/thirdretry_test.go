@@ -51,7 +51,7 @@ func (r *thirdRegion) Restore(_ context.Context, _, loser map[string]types.Attri
 // and the first conflict recorded again: one lost run logged and counted
 // twice, though a retried batch records each conflict once (RED_TEAM 151).
 // Every conflict of a record is now recorded once all its write-backs are
-// decided (RED_TEAM 543).
+// decided (RED_TEAM 439).
 func TestThirdRegionWriteBackRetriedRecordsEachConflictOnce(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()

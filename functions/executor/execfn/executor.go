@@ -328,7 +328,7 @@ func executing(ctx context.Context) (context.Context, context.CancelFunc) {
 // stream delivers the whole batch again, the records before it handled
 // again, and the scheduled pass logs nothing. Cut here, it fails as any
 // store error does (the record is retried by its sequence number, the
-// pass goes on) in time for the answer (RED_TEAM 610).
+// pass goes on) in time for the answer (RED_TEAM 452).
 func storeCalls(ctx context.Context) (context.Context, context.CancelFunc) {
 	if dl, ok := ctx.Deadline(); ok {
 		return context.WithDeadline(ctx, dl.Add(-endMargin/2))
@@ -1244,7 +1244,7 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 		}
 		// The pass's calls end before the invocation's deadline
 		// (storeCalls): one that never answers fails the pass, logged,
-		// instead of timing the invocation out (RED_TEAM 610).
+		// instead of timing the invocation out (RED_TEAM 452).
 		pctx, cancel := storeCalls(ctx)
 		defer cancel()
 		var failed []error

@@ -47,7 +47,7 @@ func (h *hangingFailureRuns) NoteFailure(ctx context.Context, id, msg string, no
 // done: the handler answers. Before, the call kept the invocation's own
 // context and ran to its deadline, where Lambda ends the invocation as
 // timed out and the stream delivers the whole batch again (bisected), the
-// records before it handled again (RED_TEAM 610).
+// records before it handled again (RED_TEAM 452).
 func TestHungFailureCountIsCutBeforeTheDeadlineAndItsRecordReported(t *testing.T) {
 	f := newFixture(t)
 	done := f.webhookRun(t, "http://127.0.0.1:1/unused")
@@ -111,7 +111,7 @@ func (h *hangingDueRuns) Due(ctx context.Context, now time.Time, limit int) ([]s
 // deadline too: a query of the due runs that never answers fails the pass
 // (logged, the invocation's error) before the deadline. Before, it ran to
 // the deadline itself, where Lambda ends the invocation as timed out: the
-// pass logged nothing (RED_TEAM 610).
+// pass logged nothing (RED_TEAM 452).
 func TestHungCallOfTheScheduledPassIsCutBeforeTheDeadline(t *testing.T) {
 	f := newFixture(t)
 	h := &hangingDueRuns{MemRuns: f.runs}

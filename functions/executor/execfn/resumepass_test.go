@@ -33,7 +33,7 @@ func (c *passCounter) get(name string) float64 {
 	return c.counts[name]
 }
 
-// TestSchedulePassesAreCounted (RED_TEAM 442): each invocation of the
+// TestSchedulePassesAreCounted (RED_TEAM 423): each invocation of the
 // minute schedule counts one MetricResumePasses as its pass begins; a
 // runs-stream invocation counts none. The count is what the
 // executor-not-invoked alarm reads: a schedule that stops invoking the

@@ -109,7 +109,7 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 // NewRetry returns the new pending run POST /runs/{runId}/retry starts
 // from failed: the failed run's workflow, inputs and RunOptions, linked to
 // it by RetryOf. A retry of a replay fork is itself a replay fork of the
-// same source, from the same point, in the same mode (RED_TEAM 570): it
+// same source, from the same point, in the same mode (RED_TEAM 442): it
 // carries the failed fork's Fork (source, mode, fromSeq, inherited prefix,
 // ancestry, the source's recorded events as the fork kept them) and its
 // recipe stamps, so its side-effecting nodes are resolved from the

@@ -55,7 +55,7 @@ func TestRecordOfWalksTheAncestry(t *testing.T) {
 }
 
 // TestNewRetryOfAReplayForkIsTheSameReplay: a retry of a replay fork
-// (RED_TEAM 570) carries the fork's source, mode, fromSeq, prefix,
+// (RED_TEAM 442) carries the fork's source, mode, fromSeq, prefix,
 // ancestry, recorded events and recipe stamps, so it resolves every
 // execution from the run the fork resolves it from; a retry of a retry,
 // and a replay fork of the retry, too. A retry of a branch fork, and of a run that is no fork, carries no

@@ -830,7 +830,7 @@ func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
 }
 
 // gone reports whether r, as read from the table, is past its expiry by
-// d's clock (RED_TEAM 480): it reads as missing from that second on, as
+// d's clock (RED_TEAM 426): it reads as missing from that second on, as
 // MemRuns reads it, though RunsTable's TTL deletes the item only some
 // time later (up to days). The clock is read only for an ended run that
 // carries an expiry.

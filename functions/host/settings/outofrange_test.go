@@ -12,7 +12,7 @@ import (
 // what an int holds, or beyond what its duration holds) is refused naming
 // the largest value the variable accepts, never told to be the whole
 // number it is ("want whole days, at least 14" for 3000000000 days, "want
-// whole seconds" for a 20-digit lease) (RED_TEAM 521).
+// whole seconds" for a 20-digit lease) (RED_TEAM 433).
 func TestSettingOutOfRangeNamesTheLargest(t *testing.T) {
 	largest := map[string]string{idemenv.RetentionHours: "2562047"} // no Max in its entry: forever or hours
 	for _, s := range Settings {

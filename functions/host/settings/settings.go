@@ -339,7 +339,7 @@ func (s Setting) parse(e *Env, v string) error {
 	}
 	n, err := strconv.Atoi(v)
 	// A count of days above what a duration holds is refused naming that
-	// largest, also one beyond what an int holds (RED_TEAM 521): the
+	// largest, also one beyond what an int holds (RED_TEAM 433): the
 	// "at least" below would tell it to be what it is.
 	tooLarge := errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(v, "-")
 	if s.Unit == unitDays && (tooLarge || err == nil && n > maxDurationDays) {

@@ -119,7 +119,7 @@ type GraphInputs struct {
 // inputs (validated by ParseCreate).
 func ReadGraphInputs(g Graph, inputs json.RawMessage) GraphInputs {
 	in := GraphInputs{DelayMs: g.DefaultDelayMs}
-	// By exact member names, as ParseCreate read them (RED_TEAM 580).
+	// By exact member names, as ParseCreate read them (RED_TEAM 443).
 	raw, err := inputMembers(inputs)
 	if err != nil {
 		return in

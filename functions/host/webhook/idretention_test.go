@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 )
 
-// TestRetryOutlivesTheTimestampTolerance (RED_TEAM 581): a retry of one
+// TestRetryOutlivesTheTimestampTolerance (RED_TEAM 444): a retry of one
 // effect carries the first try's webhook-id under a new timestamp, and may
 // come long after the receiver's timestamp tolerance (5 minutes by the
 // libraries' default) has passed since the first try, up to the delivery's

@@ -14,7 +14,7 @@ import (
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
-// TestDeliveryGoesOnlyWhereCreateRunChecked (RED_TEAM 580): createRun
+// TestDeliveryGoesOnlyWhereCreateRunChecked (RED_TEAM 443): createRun
 // reads inputs.url, inputs.payload, inputs.businessKey and inputs.delayMs
 // by their exact member names; the delivery read the stored inputs with
 // Go's case-insensitive struct decoding, so a member spelled "URL" (or

@@ -17,7 +17,7 @@ import (
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
-// TestWebhookAnswerWithNoHTTPStatusIsUncertain (RED_TEAM 582): net/http
+// TestWebhookAnswerWithNoHTTPStatusIsUncertain (RED_TEAM 445): net/http
 // reads any three digits as a status, so an answer of "000" or "099" (a
 // broken proxy, a receiver writing garbage after taking the request) came
 // back as a response and was recorded as the delivery's final failure:

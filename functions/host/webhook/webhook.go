@@ -694,7 +694,7 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 	case resp.StatusCode < 100 || resp.StatusCode > 599:
 		// No HTTP status (RFC 9110 §15), which net/http reads from any
 		// three digits: no answer, as a malformed response is. The
-		// receiver may have acted (RED_TEAM 582).
+		// receiver may have acted (RED_TEAM 445).
 		return nil, ledger.Uncertain(fmt.Errorf("webhook answered %03d, which is no HTTP status", resp.StatusCode))
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil

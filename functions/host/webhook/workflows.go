@@ -197,7 +197,7 @@ func webhookBusinessKey(inputs json.RawMessage) (string, error) {
 }
 
 // inputMembers reads a run's stored inputs object into its members by
-// their exact names, as ParseCreate read them (RED_TEAM 580): Go's struct
+// their exact names, as ParseCreate read them (RED_TEAM 443): Go's struct
 // decoding matches member names case-insensitively, so "URL" or
 // "BusinessKey", never checked at createRun, would choose the delivery's
 // destination or identity.

@@ -50,7 +50,7 @@ func (h *hung) DeleteItem(ctx context.Context, _ *dynamodb.DeleteItemInput, _ ..
 // sweeper-incomplete alarm treats as not breaching and the package says
 // means the sweeper did not run) and its log line was never written. Each
 // call is now bounded by the deadline less half the margin: the run ends
-// failed, but reports first (RED_TEAM 541).
+// failed, but reports first (RED_TEAM 437).
 func TestHungCallEndsBeforeTheDeadlineAndIsReported(t *testing.T) {
 	const margin = 400 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

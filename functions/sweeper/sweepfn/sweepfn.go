@@ -179,7 +179,7 @@ func (h *Handler) Sweep(ctx context.Context) (Report, error) {
 		// to the deadline: one that never answers (a hung connection;
 		// the SDK bounds no call by a time of its own) ran until Lambda
 		// ended the invocation there, before its report, so that run
-		// emitted no metric and logged nothing (RED_TEAM 541). Half the
+		// emitted no metric and logged nothing (RED_TEAM 437). Half the
 		// margin is left for the report. (A run that starts past its
 		// stop point issues no call and needs no bound.)
 		if !stop() {

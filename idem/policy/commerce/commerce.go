@@ -121,14 +121,14 @@ func cacheCommerce(status int, code string) idem.Disposition {
 	}
 	if status == 409 && code == apierr.CodeIdempotencyInFlight {
 		// "Not yet": a handler passing on the answer of a service it
-		// forwarded the key to, still processing it (RED_TEAM 503).
+		// forwarded the key to, still processing it (RED_TEAM 431).
 		return idem.Retry
 	}
 	if status == idem.StatusClientClosed {
 		// A request cut short by its client's hang-up (a handler's own
 		// 499, as grpc-gateway answers a cancelled call): no failed
 		// action, its outcome unknown; the same key runs again
-		// (RED_TEAM 502).
+		// (RED_TEAM 430).
 		return idem.Retry
 	}
 	if status == 503 && code == idem.CodeStoreUnavailable {

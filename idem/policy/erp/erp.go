@@ -96,7 +96,7 @@ func erpHeaders(h map[string][]string, a idem.Answer) {
 // spelling of it, CodeRequestInProgress, too: a handler passing on the
 // answer of an ERP service it forwarded the key to, still processing it,
 // says "not yet", which a replay would answer for the retention
-// (RED_TEAM 503).
+// (RED_TEAM 431).
 func cacheERP(status int, code string) idem.Disposition {
 	if status == 409 && code == CodeRequestInProgress {
 		return idem.Retry

@@ -231,7 +231,7 @@ func reachable(parent context.Context, c *http.Client, base string, timeout time
 const advertisedPolicyExtension = "idemkit.idempotency"
 
 // shownURL is the API's URL as a message prints it: a password given in
-// it (http://user:PASS@host) replaced by "xxxxx" (RED_TEAM 522).
+// it (http://user:PASS@host) replaced by "xxxxx" (RED_TEAM 434).
 func shownURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {
