@@ -48,8 +48,13 @@ import (
 // keyed by that operation. Give it to Use before the routes are
 // registered: gin copies an engine's or group's middlewares into each
 // route when the route is registered, so a route registered before Use
-// never runs it and is not guarded. It panics when guard is nil: a wiring
-// mistake, reported at start-up.
+// never runs it and is not guarded. Handlers that end having written
+// nothing but an error (c.Error) leave the answer to the middleware
+// before this one that renders c.Errors, as gin's own handlers do: the
+// key is released, not recorded (a retry runs again), and that answer
+// goes out as it is rendered; one given to Use after this middleware
+// renders inside the claim, and its answer is recorded as any other. It
+// panics when guard is nil: a wiring mistake, reported at start-up.
 func Middleware(guard *idem.Guard) gin.HandlerFunc {
 	if guard == nil {
 		panic("idemgin: Middleware(guard) needs the Guard: r.Use(idemgin.Middleware(guard))")
@@ -73,6 +78,17 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 			return r.Method + " " + full, params, true
 		}
 		outer := c.Writer
+		failed := false
+		defer func() {
+			// The handlers failed with c.Error and wrote nothing: the
+			// Guard released the key (a retry runs again) and the
+			// answer is the error middleware's, before this one.
+			if failed {
+				if p := recover(); p != nil && p != http.ErrAbortHandler {
+					panic(p)
+				}
+			}
+		}()
 		guard.Routed(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c.Request = r
 			bw := &writer{ResponseWriter: w, size: -1}
@@ -81,7 +97,15 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 			// Guard answers 500): the middlewares before this one read
 			// the status that went out, not the buffered one.
 			defer func() { c.Writer = outer }()
+			errs := len(c.Errors)
 			c.Next()
+			if !bw.Written() && len(c.Errors) > errs {
+				// No answer but an error for a middleware outside to
+				// render (RED_TEAM 460): not a 200 to record. An aborted
+				// response releases the record and writes nothing.
+				failed = true
+				panic(http.ErrAbortHandler)
+			}
 			bw.WriteHeaderNow() // a status without a body
 		})).ServeHTTP(outer, c.Request)
 		c.Abort() // the handlers ran inside the claim, or a replay answered for them

@@ -1,6 +1,7 @@
 package idemgin_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -284,5 +285,42 @@ func TestResponseControllerDeadlinesReachTheConnection(t *testing.T) {
 	}
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times", n)
+	}
+}
+
+// TestErrorRenderedBeforeTheGuardIsNotRecorded: a handler that fails with
+// c.Error and writes nothing leaves its answer to an error-rendering
+// middleware given to Use before the guard, as gin's docs show; that
+// answer goes out as the middleware renders it, and the key's retry runs
+// again (RED_TEAM 460).
+func TestErrorRenderedBeforeTheGuardIsNotRecorded(t *testing.T) {
+	var runs atomic.Int32
+	g := routertest.Guard(t, nil)
+	r := gin.New()
+	r.Use(func(c *gin.Context) {
+		c.Next()
+		if len(c.Errors) > 0 {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"error": "unavailable"})
+		}
+	}, idemgin.Middleware(g))
+	r.POST("/orders/:id", func(c *gin.Context) {
+		if runs.Add(1) == 1 {
+			_ = c.Error(errors.New("db down"))
+			return
+		}
+		c.JSON(http.StatusCreated, gin.H{"ok": true})
+	})
+	first := routertest.Post(r, "/orders/1", key, `{"a":1}`)
+	if first.Code != http.StatusServiceUnavailable || first.Body.String() != `{"error":"unavailable"}` ||
+		!strings.HasPrefix(first.Header().Get("Content-Type"), "application/json") {
+		t.Fatalf("failed attempt answered %d %v %q, want the error middleware's 503 JSON", first.Code, first.Header(), first.Body)
+	}
+	retry := routertest.Post(r, "/orders/1", key, `{"a":1}`)
+	if retry.Code != http.StatusCreated || runs.Load() != 2 {
+		t.Fatalf("retry answered %d %q after %d runs, want 201 from a second run", retry.Code, retry.Body, runs.Load())
+	}
+	replay := routertest.Post(r, "/orders/1", key, `{"a":1}`)
+	if replay.Code != http.StatusCreated || replay.Body.String() != retry.Body.String() || runs.Load() != 2 {
+		t.Fatalf("third attempt answered %d %q after %d runs, want the 201 replayed", replay.Code, replay.Body, runs.Load())
 	}
 }
