@@ -15,6 +15,7 @@ package idemecho
 import (
 	"net/http"
 	"reflect"
+	"runtime"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
@@ -45,9 +46,10 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			path := c.Path()
-			if path == "" || unrouted(c.Handler()) {
+			if path == "" || unrouted(c.Handler()) || groupNotFound(c) {
 				// No route serves the request (a path echo matched with
-				// no route for the method is its 405): echo answers it.
+				// no route for the method is its 405; a group's
+				// catch-all its 404): echo answers it.
 				return next(c)
 			}
 			route := func(r *http.Request) (string, map[string]string, bool) {
@@ -92,6 +94,46 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 func unrouted(h echo.HandlerFunc) bool {
 	p := reflect.ValueOf(h).Pointer()
 	return p == reflect.ValueOf(echo.NotFoundHandler).Pointer() || p == reflect.ValueOf(echo.MethodNotAllowedHandler).Pointer()
+}
+
+// notFoundName is the name echo gives a route whose handler is
+// echo.NotFoundHandler.
+var notFoundName = runtime.FuncForPC(reflect.ValueOf(echo.NotFoundHandler).Pointer()).Name()
+
+// groupNotFound reports whether echo routed c's request to a not-found
+// route (Echo.RouteNotFound) whose handler is echo.NotFoundHandler: the
+// catch-alls a group given middlewares registers under its prefix ("" and
+// "/*"), so that they run for every path under it. The route echo runs
+// wraps the group's middlewares around the handler, so unrouted cannot
+// tell it by its handler; a request no route of its method and echo path
+// serves, while such a not-found route has that path, is one no route
+// serves (RED_TEAM 461). A not-found route with a handler of the
+// program's own is one of its routes, guarded. Only a request the Guard
+// would guard (a state-changing method) looks: the router's routes are
+// read whole.
+func groupNotFound(c echo.Context) bool {
+	req := c.Request()
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	}
+	router := c.Echo().Router()
+	if r, ok := c.Echo().Routers()[req.Host]; ok {
+		router = r
+	}
+	path, found := c.Path(), false
+	for _, rt := range router.Routes() {
+		if rt.Path != path {
+			continue
+		}
+		if rt.Method == req.Method {
+			return false
+		}
+		if rt.Method == echo.RouteNotFound && rt.Name == notFoundName {
+			found = true
+		}
+	}
+	return found
 }
 
 // hostParam names, among a route's parameters in the fingerprint, the host

@@ -305,3 +305,43 @@ func TestFlushingHandlerRunsOnce(t *testing.T) {
 		t.Fatalf("the handler ran %d times", n)
 	}
 }
+
+// TestGroupCatchAllPassesThrough: a group given the middleware (echo then
+// routes every path under the group's prefix to its not-found catch-all
+// routes, wrapped in the group's middlewares) answers a path no route of
+// it serves with echo's 404, not recorded: the key's retry once the route
+// exists runs it (RED_TEAM 461). A not-found route the program registers
+// with its own handler is one of its routes, guarded.
+func TestGroupCatchAllPassesThrough(t *testing.T) {
+	for _, wired := range []string{"group Use", "Group(prefix, m)"} {
+		g := routertest.Guard(t, nil)
+		e := echo.New()
+		var api *echo.Group
+		if wired == "group Use" {
+			api = e.Group("/api")
+			api.Use(idemecho.Middleware(g))
+		} else {
+			api = e.Group("/api", idemecho.Middleware(g))
+		}
+		api.POST("/orders", func(c echo.Context) error { return c.String(201, "ok") })
+		for _, path := range []string{"/api/refunds", "/api"} {
+			for range 2 {
+				if rec := routertest.Post(e, path, key+"group", `{}`); rec.Code != 404 || rec.Header().Get(idem.HeaderOpenWOPReplay) != "" {
+					t.Fatalf("%s: %s: %d %v %s; want echo's 404, not recorded", wired, path, rec.Code, rec.Header(), rec.Body)
+				}
+			}
+		}
+		api.POST("/refunds", func(c echo.Context) error { return c.String(201, "refunded") })
+		if rec := routertest.Post(e, "/api/refunds", key+"group", `{}`); rec.Code != 201 || rec.Body.String() != "refunded" {
+			t.Fatalf("%s: the key's retry once the route exists: %d %s", wired, rec.Code, rec.Body)
+		}
+		var runs int
+		api.RouteNotFound("/x/*", func(c echo.Context) error { runs++; return c.String(404, "custom") })
+		for range 2 {
+			routertest.Post(e, "/api/x/1", key+"custom", `{}`)
+		}
+		if runs != 1 {
+			t.Fatalf("%s: the program's not-found route ran %d times for a request and its retry, want once", wired, runs)
+		}
+	}
+}
