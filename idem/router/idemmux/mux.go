@@ -70,8 +70,16 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			// rather than pass it through unguarded.
 			return "", nil, true
 		}
+		re, reErr := rt.GetPathRegexp()
+		if reErr == nil && strictSlashRedirect(re, tpl, req.URL.Path) {
+			// The router's StrictSlash redirect to the path with (or
+			// without) the trailing slash, not the route's answer: it
+			// passes through, so that the redirected retry of the key
+			// runs the route (RED_TEAM 462).
+			return "", nil, false
+		}
 		var rest, host string
-		if re, err := rt.GetPathRegexp(); err != nil || !anchored(re) {
+		if reErr != nil || !anchored(re) {
 			// A PathPrefix route: its template names the prefix, not
 			// the rest of the path, which the fingerprint covers too.
 			rest = req.URL.EscapedPath()
@@ -197,6 +205,16 @@ func buildIndex(r *mux.Router) *routeIndex {
 func accepts(rt *mux.Route, method string) bool {
 	ms, err := rt.GetMethods()
 	return err != nil || len(ms) == 0 || slices.Contains(ms, method)
+}
+
+// strictSlashRedirect reports whether a route of path template tpl and
+// path regexp re, matching path, has the router answer with its
+// StrictSlash redirect: the route's regexp then ends with the optional
+// slash StrictSlash adds (a template's own text is quoted, its variables'
+// patterns grouped, so neither ends so), and path and template differ in
+// their trailing slash.
+func strictSlashRedirect(re, tpl, path string) bool {
+	return strings.HasSuffix(re, "[/]?$") && strings.HasSuffix(path, "/") != strings.HasSuffix(tpl, "/")
 }
 
 // anchored reports whether a route's path regexp ends with an end-of-text

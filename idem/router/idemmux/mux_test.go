@@ -287,3 +287,49 @@ func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
 	}).Methods("POST")
 	routertest.OneParamNameAtTwoLevels(t, r, key+"two-levels", &runs)
 }
+
+// TestStrictSlashRedirectPassesThrough: on a router with StrictSlash, a
+// keyed POST to a route's path with the other trailing slash is the
+// router's 301 to the route's path, not recorded: the client's redirected
+// retry of the key runs the route, and is not the 301 replayed, a
+// redirect loop (RED_TEAM 462). A route whose path variable takes the
+// slash, on a router without StrictSlash, stays guarded.
+func TestStrictSlashRedirectPassesThrough(t *testing.T) {
+	for _, wrap := range []bool{false, true} {
+		g := routertest.Guard(t, nil)
+		r := mux.NewRouter().StrictSlash(true)
+		runs := 0
+		handler := func(w http.ResponseWriter, _ *http.Request) { runs++; w.WriteHeader(201) }
+		r.HandleFunc("/orders/{id}", handler).Methods("POST")
+		r.PathPrefix("/shops/{shop}").Subrouter().HandleFunc("/refunds/", handler).Methods("POST")
+		var h http.Handler = r
+		if wrap {
+			h = idemmux.Middleware(g, r)(r)
+		} else {
+			r.Use(idemmux.Middleware(g, r))
+		}
+		for _, p := range [][2]string{{"/orders/1/", "/orders/1"}, {"/shops/s1/refunds", "/shops/s1/refunds/"}} {
+			k := key + strings.ReplaceAll(p[1], "/", "-")
+			for range 2 {
+				if rec := routertest.Post(h, p[0], k, `{}`); rec.Code != 301 || rec.Header().Get("Location") != p[1] || rec.Header().Get(idem.HeaderOpenWOPReplay) != "" {
+					t.Fatalf("wrap=%v %s: %d %v; want the router's 301 to %s, not recorded", wrap, p[0], rec.Code, rec.Header(), p[1])
+				}
+			}
+			before := runs
+			if rec := routertest.Post(h, p[1], k, `{}`); rec.Code != 201 || runs != before+1 {
+				t.Fatalf("wrap=%v %s, the redirected retry: %d %v (runs %d); want the route run", wrap, p[1], rec.Code, rec.Header(), runs-before)
+			}
+		}
+	}
+	g := routertest.Guard(t, nil)
+	r := mux.NewRouter()
+	r.Use(idemmux.Middleware(g, r))
+	runs := 0
+	r.HandleFunc("/files/{path:.*}", func(w http.ResponseWriter, _ *http.Request) { runs++; w.WriteHeader(201) }).Methods("POST")
+	for range 2 {
+		routertest.Post(r, "/files/a/", key+"files", `{}`)
+	}
+	if runs != 1 {
+		t.Fatalf("a route whose variable takes the trailing slash ran %d times for a request and its retry, want once", runs)
+	}
+}
