@@ -36,7 +36,9 @@ import (
 // its response buffered, so that it can be recorded and replayed; a
 // replay runs nothing. A handler's error is rendered there by the echo
 // server's HTTPErrorHandler (so a 5xx is answered, and not recorded) and
-// not returned to the middlewares before this one. Config.Routes is keyed
+// not returned to the middlewares before this one, which read their own
+// request again once it returns (the handler's, c.Request(), carries the
+// claim's context, which ends with the claim). Config.Routes is keyed
 // by that operation. It panics when guard is nil: a wiring mistake,
 // reported at start-up.
 func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
@@ -67,7 +69,11 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 				}
 				return r.Method + " " + path, params, true
 			}
-			res := c.Response()
+			res, req := c.Response(), c.Request()
+			// The middlewares before this one read their own request
+			// again, not the claim's, whose context ends with the claim
+			// (RED_TEAM 463).
+			defer c.SetRequest(req)
 			outer := res.Writer
 			sw := &statusWriter{ResponseWriter: outer}
 			guard.Routed(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +83,7 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 					c.Error(err)
 				}
 				res.Writer = outer
-			})).ServeHTTP(sw, c.Request())
+			})).ServeHTTP(sw, req)
 			res.Writer = outer
 			if sw.status != 0 {
 				res.Status, res.Size, res.Committed = sw.status, sw.size, true

@@ -345,3 +345,36 @@ func TestGroupCatchAllPassesThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestMiddlewareBeforeTheGuardKeepsItsRequest: a middleware given to Use
+// before the guard reads c.Request() after next(c) as it was, not the
+// claim's request, whose context is cancelled once the claim ends
+// (RED_TEAM 463).
+func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	var seen []string
+	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			before := c.Request()
+			err := next(c)
+			_, claimed := idem.FromContext(c.Request().Context())
+			seen = append(seen, fmt.Sprintf("same=%v err=%v claim=%v", c.Request() == before, c.Request().Context().Err(), claimed))
+			return err
+		}
+	}, idemecho.Middleware(g))
+	e.POST("/orders/:id", func(c echo.Context) error { return c.JSON(http.StatusCreated, map[string]int{}) })
+	e.POST("/fail/:id", func(c echo.Context) error { return echo.NewHTTPError(http.StatusServiceUnavailable) })
+	e.POST("/panic/:id", func(c echo.Context) error { panic("boom") })
+	for _, p := range []string{"/orders/1", "/orders/1", "/fail/1", "/panic/1"} {
+		routertest.Post(e, p, key+strings.ReplaceAll(p, "/", "-"), `{}`)
+	}
+	for i, s := range seen {
+		if s != "same=true err=<nil> claim=false" {
+			t.Fatalf("request %d: the middleware before the guard saw %s", i+1, s)
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("the middleware before the guard ran %d times, want 4", len(seen))
+	}
+}

@@ -12,7 +12,9 @@
 // idem.Transact and idem.FromContext read. gin's own Context passes it on
 // only when the engine's ContextWithFallback is set; without it, a
 // handler that gives c as its context neither sees the lease end nor
-// finds its claim (idem.Transact returns idem.ErrNoClaim).
+// finds its claim (idem.Transact returns idem.ErrNoClaim). Once the
+// middleware returns, c.Request is again the request the middlewares
+// before it gave it, whose context outlives the claim's.
 //
 // gin's handlers are not net/http handlers, so guard.Middleware cannot be
 // given to gin's Use. It is a module of its own, so that a program using
@@ -77,9 +79,13 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 			params[hostParam] = strings.ToLower(r.Host)
 			return r.Method + " " + full, params, true
 		}
-		outer := c.Writer
+		outer, req := c.Writer, c.Request
 		failed := false
 		defer func() {
+			// The middlewares before this one read their own request
+			// again, not the claim's, whose context ends with the claim
+			// (RED_TEAM 463).
+			c.Request = req
 			// The handlers failed with c.Error and wrote nothing: the
 			// Guard released the key (a retry runs again) and the
 			// answer is the error middleware's, before this one.

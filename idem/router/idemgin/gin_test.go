@@ -324,3 +324,34 @@ func TestErrorRenderedBeforeTheGuardIsNotRecorded(t *testing.T) {
 		t.Fatalf("third attempt answered %d %q after %d runs, want the 201 replayed", replay.Code, replay.Body, runs.Load())
 	}
 }
+
+// TestMiddlewareBeforeTheGuardKeepsItsRequest: a middleware given to Use
+// before the guard reads c.Request after c.Next() as it was, not the
+// claim's request, whose context is cancelled once the claim ends: a
+// write it makes with that context (an audit record) is not refused with
+// context.Canceled (RED_TEAM 463).
+func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := gin.New()
+	var seen []string
+	r.Use(func(c *gin.Context) {
+		before := c.Request
+		c.Next()
+		_, claimed := idem.FromContext(c.Request.Context())
+		seen = append(seen, fmt.Sprintf("same=%v err=%v claim=%v", c.Request == before, c.Request.Context().Err(), claimed))
+	}, idemgin.Middleware(g))
+	r.POST("/orders/:id", func(c *gin.Context) { c.JSON(http.StatusCreated, gin.H{}) })
+	r.POST("/fail/:id", func(c *gin.Context) { _ = c.Error(errors.New("down")) })
+	r.POST("/panic/:id", func(c *gin.Context) { panic("boom") })
+	for _, p := range []string{"/orders/1", "/orders/1", "/fail/1", "/panic/1"} {
+		routertest.Post(r, p, key+strings.ReplaceAll(p, "/", "-"), `{}`)
+	}
+	for i, s := range seen {
+		if s != "same=true err=<nil> claim=false" {
+			t.Fatalf("request %d: the middleware before the guard saw %s", i+1, s)
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("the middleware before the guard ran %d times, want 4", len(seen))
+	}
+}
