@@ -323,6 +323,10 @@ func TestErrorRenderedBeforeTheGuardIsNotRecorded(t *testing.T) {
 	if replay.Code != http.StatusCreated || replay.Body.String() != retry.Body.String() || runs.Load() != 2 {
 		t.Fatalf("third attempt answered %d %q after %d runs, want the 201 replayed", replay.Code, replay.Body, runs.Load())
 	}
+	runs.Store(0) // a request without a key, which the Guard passes through, likewise
+	if unkeyed := routertest.Post(r, "/orders/1", "", `{"a":1}`); unkeyed.Code != http.StatusServiceUnavailable || unkeyed.Body.String() != `{"error":"unavailable"}` {
+		t.Fatalf("failed request without a key answered %d %q, want the error middleware's 503", unkeyed.Code, unkeyed.Body)
+	}
 }
 
 // TestMiddlewareBeforeTheGuardKeepsItsRequest: a middleware given to Use
