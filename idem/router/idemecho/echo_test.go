@@ -310,18 +310,23 @@ func TestFlushingHandlerRunsOnce(t *testing.T) {
 // routes every path under the group's prefix to its not-found catch-all
 // routes, wrapped in the group's middlewares) answers a path no route of
 // it serves with echo's 404, not recorded: the key's retry once the route
-// exists runs it (RED_TEAM 461). A not-found route the program registers
+// exists runs it (RED_TEAM 461); likewise under the server's Use when the
+// group has a middleware of its own. A not-found route the program registers
 // with its own handler is one of its routes, guarded.
 func TestGroupCatchAllPassesThrough(t *testing.T) {
-	for _, wired := range []string{"group Use", "Group(prefix, m)"} {
+	for _, wired := range []string{"group Use", "Group(prefix, m)", "server Use, group with a middleware of its own"} {
 		g := routertest.Guard(t, nil)
 		e := echo.New()
 		var api *echo.Group
-		if wired == "group Use" {
+		switch wired {
+		case "group Use":
 			api = e.Group("/api")
 			api.Use(idemecho.Middleware(g))
-		} else {
+		case "Group(prefix, m)":
 			api = e.Group("/api", idemecho.Middleware(g))
+		default:
+			e.Use(idemecho.Middleware(g))
+			api = e.Group("/api", func(next echo.HandlerFunc) echo.HandlerFunc { return next })
 		}
 		api.POST("/orders", func(c echo.Context) error { return c.String(201, "ok") })
 		for _, path := range []string{"/api/refunds", "/api"} {
