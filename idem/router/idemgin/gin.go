@@ -110,6 +110,14 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 				// render (RED_TEAM 460): not a 200 to record. An aborted
 				// response releases the record and writes nothing.
 				failed = true
+				// The status and headers the handlers set go out as gin
+				// sends them, unless that middleware sets its own.
+				for k, vs := range w.Header() {
+					outer.Header()[k] = vs
+				}
+				if bw.status != 0 {
+					outer.WriteHeader(bw.status)
+				}
 				panic(http.ErrAbortHandler)
 			}
 			bw.WriteHeaderNow() // a status without a body

@@ -359,3 +359,26 @@ func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
 		t.Fatalf("the middleware before the guard ran %d times, want 4", len(seen))
 	}
 }
+
+// TestErrorWithAStatusAndNoErrorMiddlewareKeepsTheStatus: handlers that
+// set a status and headers, add an error and write nothing, with no
+// middleware rendering c.Errors, answer that status and those headers,
+// as gin does, and are not recorded (RED_TEAM 460).
+func TestErrorWithAStatusAndNoErrorMiddlewareKeepsTheStatus(t *testing.T) {
+	var runs atomic.Int32
+	g := routertest.Guard(t, nil)
+	r := gin.New()
+	r.Use(idemgin.Middleware(g))
+	r.POST("/orders/:id", func(c *gin.Context) {
+		runs.Add(1)
+		c.Header("X-Why", "db")
+		c.Status(http.StatusBadGateway)
+		_ = c.Error(errors.New("db down"))
+	})
+	for i := range 2 {
+		rec := routertest.Post(r, "/orders/1", key+"status", `{}`)
+		if rec.Code != http.StatusBadGateway || rec.Header().Get("X-Why") != "db" || runs.Load() != int32(i+1) {
+			t.Fatalf("request %d: %d %v after %d runs, want 502 with X-Why from a run of its own", i+1, rec.Code, rec.Header(), runs.Load())
+		}
+	}
+}
