@@ -372,13 +372,13 @@ func TestErrorWithAStatusAndNoErrorMiddlewareKeepsTheStatus(t *testing.T) {
 	r.POST("/orders/:id", func(c *gin.Context) {
 		runs.Add(1)
 		c.Header("X-Why", "db")
-		c.Status(http.StatusBadGateway)
+		c.Status(http.StatusBadRequest)
 		_ = c.Error(errors.New("db down"))
 	})
 	for i := range 2 {
 		rec := routertest.Post(r, "/orders/1", key+"status", `{}`)
-		if rec.Code != http.StatusBadGateway || rec.Header().Get("X-Why") != "db" || runs.Load() != int32(i+1) {
-			t.Fatalf("request %d: %d %v after %d runs, want 502 with X-Why from a run of its own", i+1, rec.Code, rec.Header(), runs.Load())
+		if rec.Code != http.StatusBadRequest || rec.Header().Get("X-Why") != "db" || runs.Load() != int32(i+1) {
+			t.Fatalf("request %d: %d %v after %d runs, want 400 with X-Why from a run of its own", i+1, rec.Code, rec.Header(), runs.Load())
 		}
 	}
 }
