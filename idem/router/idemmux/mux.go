@@ -63,6 +63,13 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			}
 			rt, vars = m.Route, m.Vars
 		}
+		if rt.GetHandler() == nil {
+			// A route with no handler of its own (a subrouter's
+			// PathPrefix) serves nothing: the request is the
+			// subrouter's 405 (MethodNotAllowedHandler), which mux
+			// answers under that route (RED_TEAM 464).
+			return "", nil, false
+		}
 		tpl, err := rt.GetPathTemplate()
 		if err != nil || tpl == "" {
 			// A route the router matched without a path: no template

@@ -333,3 +333,37 @@ func TestStrictSlashRedirectPassesThrough(t *testing.T) {
 		t.Fatalf("a route whose variable takes the trailing slash ran %d times for a request and its retry, want once", runs)
 	}
 }
+
+// TestSubrouterMethodNotAllowedPassesThrough: a subrouter's
+// MethodNotAllowedHandler, like the router's and like either's
+// NotFoundHandler, answers a request no route serves, unguarded and not
+// recorded (RED_TEAM 464).
+func TestSubrouterMethodNotAllowedPassesThrough(t *testing.T) {
+	for _, wrap := range []bool{false, true} {
+		g := routertest.Guard(t, nil)
+		r := mux.NewRouter()
+		runs := 0
+		answer := func(code int) http.HandlerFunc {
+			return func(w http.ResponseWriter, _ *http.Request) { runs++; w.WriteHeader(code) }
+		}
+		r.NotFoundHandler, r.MethodNotAllowedHandler = answer(404), answer(405)
+		sub := r.PathPrefix("/api").Subrouter()
+		sub.NotFoundHandler, sub.MethodNotAllowedHandler = answer(404), answer(405)
+		sub.HandleFunc("/orders/{id}", answer(201)).Methods("PUT")
+		r.HandleFunc("/x/{id}", answer(201)).Methods("PUT")
+		var h http.Handler = r
+		if wrap {
+			h = idemmux.Middleware(g, r)(r)
+		} else {
+			r.Use(idemmux.Middleware(g, r))
+		}
+		for _, p := range []string{"/nope", "/x/1", "/api/nope", "/api/orders/1"} {
+			for i := range 2 {
+				before := runs
+				if rec := routertest.Post(h, p, key+"unrouted", `{}`); rec.Header().Get(idem.HeaderOpenWOPReplay) != "" || runs != before+1 || rec.Code < 404 {
+					t.Fatalf("wrap=%v %s, request %d: %d %v (ran %d); want the router's answer, run again", wrap, p, i+1, rec.Code, rec.Header(), runs-before)
+				}
+			}
+		}
+	}
+}
