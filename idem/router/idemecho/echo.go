@@ -25,7 +25,9 @@ import (
 
 // Middleware returns the echo middleware that guards the routes of the
 // server or group whose Use it is given to (Use, not Pre: echo has routed
-// the request when Use's middlewares run): a request's operation is its
+// the request when Use's middlewares run; given to Pre, a keyed request
+// to a route is answered 500 idemkit.server_configuration_error, never
+// run unguarded): a request's operation is its
 // method and echo's path of the route (a group's prefix included), the
 // route's parameters are in the fingerprint (with the host, for a route
 // of a host's router, Echo.Host: one key on two hosts' routes of one path
@@ -48,6 +50,13 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			path := c.Path()
+			if path == "" && routable(c) {
+				// Given to Pre: echo has not routed the request, and a
+				// route will serve it. The Guard answers a keyed request
+				// 500 server_configuration_error rather than run it
+				// unguarded (RED_TEAM 465).
+				return preRouted(guard, next, c)
+			}
 			if path == "" || unrouted(c.Handler()) || groupNotFound(c) {
 				// No route serves the request (a path echo matched with
 				// no route for the method is its 405; a group's
@@ -100,6 +109,34 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 func unrouted(h echo.HandlerFunc) bool {
 	p := reflect.ValueOf(h).Pointer()
 	return p == reflect.ValueOf(echo.NotFoundHandler).Pointer() || p == reflect.ValueOf(echo.MethodNotAllowedHandler).Pointer()
+}
+
+// routable reports whether a state-changing request that has no echo
+// path of a route yet (its middleware was given to Pre, or no route
+// serves it) is one a route of the echo server will serve.
+func routable(c echo.Context) bool {
+	req := c.Request()
+	if req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodOptions {
+		return false
+	}
+	e := c.Echo()
+	router := e.Router()
+	if r, ok := e.Routers()[req.Host]; ok {
+		router = r
+	}
+	probe := e.NewContext(req, nil)
+	router.Find(req.Method, echo.GetPath(req), probe)
+	return probe.Path() != "" && !unrouted(probe.Handler()) && !groupNotFound(probe)
+}
+
+// preRouted runs next for c under a route the Guard cannot name: a keyed
+// request is answered 500 idemkit.server_configuration_error, one the
+// Guard passes through runs.
+func preRouted(guard *idem.Guard, next echo.HandlerFunc, c echo.Context) error {
+	var err error
+	guard.Routed(func(*http.Request) (string, map[string]string, bool) { return "", nil, true },
+		http.HandlerFunc(func(http.ResponseWriter, *http.Request) { err = next(c) })).ServeHTTP(c.Response(), c.Request())
+	return err
 }
 
 // notFoundName is the name echo gives a route whose handler is

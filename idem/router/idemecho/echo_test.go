@@ -384,3 +384,28 @@ func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
 		t.Fatalf("the middleware before the guard ran %d times, want 4", len(seen))
 	}
 }
+
+// TestGivenToPreIsAConfigurationError: given to Pre (echo has not routed
+// the request yet), the middleware cannot name the route; a keyed request
+// to a path a route serves is answered 500
+// idemkit.server_configuration_error, as a router adapter's wiring
+// mistake is, never run unguarded (RED_TEAM 465). A path no route serves
+// is still echo's 404, and a request without a key runs.
+func TestGivenToPreIsAConfigurationError(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Pre(idemecho.Middleware(g))
+	runs := 0
+	e.POST("/orders/:id", func(c echo.Context) error { runs++; return c.String(201, "ok") })
+	for range 2 {
+		if rec := routertest.Post(e, "/orders/1", key+"pre", `{}`); rec.Code != 500 || !strings.Contains(rec.Body.String(), "server_configuration_error") || runs != 0 {
+			t.Fatalf("keyed request through Pre: %d %s (runs %d); want 500 server_configuration_error, the handler not run", rec.Code, rec.Body, runs)
+		}
+	}
+	if rec := routertest.Post(e, "/nowhere", key+"pre", `{}`); rec.Code != 404 {
+		t.Fatalf("a path no route serves: %d %s; want echo's 404", rec.Code, rec.Body)
+	}
+	if rec := routertest.Post(e, "/orders/1", "", `{}`); rec.Code != 201 || runs != 1 {
+		t.Fatalf("a request without a key: %d %s (runs %d); want 201", rec.Code, rec.Body, runs)
+	}
+}
