@@ -174,6 +174,7 @@ var breakCases = []struct {
 	{"async duplicates wait too, answered before the first", breaks{AsyncIgnored: true, WaitInFlight: true, SlowFirstAnswer: true}, one("in-flight-async", c)},
 	{"async duplicates wait too, the first late", breaks{AsyncIgnored: true, WaitInFlight: true, LateDuplicates: 3}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
+	{"a replay names the Action with one byte of its status changed", breaks{ReplayStatusOneByte: true}, want{c: {"key-comma", "replay-marker", "input-mismatch", "operation-mismatch", "in-flight", "in-flight-async", "settled-replay", "scope-namespace", "scope-worker"}}},
 	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
 	{"an async duplicate names another run by its statusUrl alone", breaks{AsyncNamesOtherRunByURL: true}, one("pending-action", c)},
 	{"a sync duplicate names the run before it exists (GET answers 404)", breaks{SyncNamesUnwrittenRun: true}, one("sync-pending-action", c)},

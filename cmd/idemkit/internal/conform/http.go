@@ -39,7 +39,7 @@ type answer struct {
 	sent, done time.Time
 	// object: under the profile, a replay names the object the key created
 	// as it is now (the commerce policy's Action), so two answers are the
-	// same when they name the same resource with the same status.
+	// same when they name the same resource, a final status unchanged.
 	object bool
 }
 
@@ -59,10 +59,15 @@ func (a *answer) marker(r rules) string {
 	return strings.ToLower(strings.TrimSpace(a.header.Get(r.replayHeader)))
 }
 
-// sameAs reports a byte-identical status and body.
+// sameAs reports a byte-identical status and body; under the profile's
+// replayObject, a the later answer, b the earlier: the same resource in a
+// status it can be in (see sameStatus).
 func (a *answer) sameAs(b *answer) bool {
 	if a.object && b.object && a.status == b.status {
-		if id := resourceID(a.body); id != "" && id == resourceID(b.body) {
+		// The same resource in a status it can be in (RED_TEAM 470): an id
+		// alone passed a replay naming the Action in a status that is no
+		// run status, or a final status other than the first answer's.
+		if id := resourceID(a.body); id != "" && id == resourceID(b.body) && sameStatus(a.body, b.body) {
 			return true
 		}
 	}
@@ -156,6 +161,22 @@ func variant(body string) string {
 }
 
 // resourceID returns the "runId" (or "id") member of a created resource.
+// runStatuses are the statuses a run snapshot may carry (OpenWOP's
+// run-snapshot schema).
+var runStatuses = map[string]bool{
+	"pending": true, "running": true, "paused": true, "waiting-approval": true,
+	"waiting-input": true, "waiting-external": true, "completed": true,
+	"failed": true, "cancelling": true, "cancelled": true,
+}
+
+// sameStatus reports that later, a replay of the answer earlier, names the
+// Action in a status it can be in: earlier's, or, when earlier's is not
+// final, a run status (the Action moved on). A final status never changes.
+func sameStatus(later, earlier []byte) bool {
+	l, e := status(later), status(earlier)
+	return l == e || (!settled(e) && (runStatuses[l] || cancelled(l)))
+}
+
 func resourceID(body []byte) string {
 	var obj map[string]any
 	if json.Unmarshal(body, &obj) != nil {

@@ -64,6 +64,7 @@ type Breaks struct {
 	SyncInFlightConflict    bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
 	MismatchRuns            bool // the mismatch 409 is answered after the request ran anyway
 	ReplayStoredBody        bool // a replay is the answer recorded at creation, not the Action as it is now
+	ReplayStatusOneByte     bool // commerce: a replay names the Action the key created with one byte of its status changed ("Succeeded")
 	AsyncNamesUnwrittenRun  bool // an async duplicate of a pending request names the run its first request will create before it is written (GET answers 404)
 	AsyncNamesOtherRunByURL bool // an async duplicate of a pending request names, by a statusUrl alone (no runId), another run of the tenant that exists
 	SyncNamesUnwrittenRun   bool // a sync duplicate whose wait ended names the run its first request will create before it is written (GET answers 404)
@@ -709,7 +710,11 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		body := rec.body
 		if run := s.runs[rec.runID]; s.profile == Commerce && rec.status == 201 && run != nil && !s.brk.ReplayStoredBody {
 			// The commerce policy: a replay is the Action as it is now.
-			body = s.action(rec.runID, run.status)
+			st := run.status
+			if s.brk.ReplayStatusOneByte && st != "" {
+				st = strings.ToUpper(st[:1]) + st[1:]
+			}
+			body = s.action(rec.runID, st)
 		}
 		s.mu.Unlock()
 		s.mark(w, true)
