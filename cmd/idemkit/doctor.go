@@ -220,6 +220,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		switch {
 		case err != nil:
 			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)
+			// What the calls before the failed one showed wrong (a key
+			// schema, before DescribeTimeToLive was refused) is said too
+			// (RED_TEAM 471).
+			for _, d := range r.Differences {
+				fmt.Fprintf(stdout, "  - %s\n", d)
+			}
 			faults.add(id, name, storeError(err))
 			failed = true
 			continue

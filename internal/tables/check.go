@@ -50,7 +50,8 @@ var errNoTableDescribed = errors.New("the endpoint's DescribeTable answer descri
 // projection), the stream and its view type, the TTL attribute and
 // point-in-time recovery. Extra indexes on the deployed table are not
 // differences. A missing table is a Report with Missing set, not an
-// error; an error is a call that failed otherwise (credentials, network).
+// error; an error is a call that failed otherwise (credentials, network),
+// and the Report then holds the differences the calls before it found.
 func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) {
 	r := Report{LogicalID: d.LogicalID, TableName: name}
 	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
