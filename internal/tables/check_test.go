@@ -47,6 +47,8 @@ func TestCheckFindsWhatDiffers(t *testing.T) {
 		idem, effects := defs["IdempotencyTable"], defs["EffectsTable"]
 		noTTL, noStream, otherKeys, noIndex := idem, idem, idem, effects
 		noTTL.TTLAttribute = ""
+		otherTTL := idem
+		otherTTL.TTLAttribute = "ttl"
 		noStream.StreamViewType = ""
 		otherKeys.AttributeDefinitions = []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}}
 		otherKeys.KeySchema = []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}}
@@ -62,6 +64,7 @@ func TestCheckFindsWhatDiffers(t *testing.T) {
 			{name: "EffectsAsTheTemplate", def: effects},
 			{name: "Renamed", missing: true},
 			{name: "NoTTL", def: noTTL, want: []string{"TTL: disabled (template: attribute expiresAt"}},
+			{name: "TTLOnAnotherAttribute", def: otherTTL, want: []string{"TTL: template expiresAt, deployed ttl"}},
 			{name: "NoStream", def: noStream, want: []string{"stream: missing (template NEW_AND_OLD_IMAGES"}},
 			{name: "OtherKeys", def: otherKeys, want: []string{"key schema: template pk S (HASH), deployed id S (HASH)"}},
 			{name: "NoIndex", def: noIndex, want: []string{"global secondary index byRun: missing"}},
