@@ -128,6 +128,7 @@ var breakCases = []struct {
 	want want
 }{
 	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "sync-pending-action", "pending-action", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay", "xml-error-answer"}}},
+	{"a replay's body byte for byte as text/plain", breaks{ReplayTextPlain: true}, one("replay-marker", o, c, e)},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict", "work-order-strict"}}},
 	{"an async duplicate runs the request again once, answered after the first finished", breaks{AsyncRunsTwiceOnce: true}, one("in-flight-async", c)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -67,10 +68,24 @@ func replayMarker(ctx context.Context, e *env) Result {
 	if !a2.sameAs(a1) {
 		return fail("same-key repeat got %s %.80q, want the cached %d answer byte-exact", a2, a2.body, a1.status)
 	}
+	if m1, m2 := mediaType(a1), mediaType(a2); m1 != m2 {
+		// The same bytes under another media type are another answer: a
+		// client reads them otherwise (RED_TEAM 472).
+		return fail("same-key repeat got Content-Type %q, want the cached answer's %q", a2.header.Get("Content-Type"), a1.header.Get("Content-Type"))
+	}
 	if m := a2.marker(r); m != "true" {
 		return fail("a replayed answer lacks %s: true (got %q)", r.replayHeader, m)
 	}
 	return pass("replayed byte-exact with %s: true", r.replayHeader)
+}
+
+// mediaType is an answer's Content-Type without its parameters, lower-cased.
+func mediaType(a *answer) string {
+	ct := a.header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil {
+		return mt
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
 }
 
 // requestIDs checks the ERP policy's response headers of a first answer and its

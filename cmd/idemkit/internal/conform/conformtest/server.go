@@ -65,6 +65,7 @@ type Breaks struct {
 	MismatchRuns            bool // the mismatch 409 is answered after the request ran anyway
 	ReplayStoredBody        bool // a replay is the answer recorded at creation, not the Action as it is now
 	ReplayStatusOneByte     bool // commerce: a replay names the Action the key created with one byte of its status changed ("Succeeded")
+	ReplayTextPlain         bool // a replay carries the first answer's body byte for byte as text/plain, not its application/json
 	AsyncNamesUnwrittenRun  bool // an async duplicate of a pending request names the run its first request will create before it is written (GET answers 404)
 	AsyncNamesOtherRunByURL bool // an async duplicate of a pending request names, by a statusUrl alone (no runId), another run of the tenant that exists
 	SyncNamesUnwrittenRun   bool // a sync duplicate whose wait ended names the run its first request will create before it is written (GET answers 404)
@@ -289,7 +290,9 @@ func (s *Server) code(meaning string) string {
 }
 
 func write(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -718,6 +721,9 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		}
 		s.mu.Unlock()
 		s.mark(w, true)
+		if s.brk.ReplayTextPlain && !q.workOrder {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		}
 		if s.profile == ERP {
 			w.Header().Set("Idempotency-Original-Request-ID", rec.reqID)
 			if s.brk.StaleRequestID {
