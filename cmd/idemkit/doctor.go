@@ -24,10 +24,11 @@ this binary, or --template FILE): the key schema, the secondary indexes, the
 stream, the TTL attribute and point-in-time recovery, and says what differs.
 Prints "LogicalID<TAB>name<TAB>ok|differs|missing|error|not checked" per table,
 then one indented line per difference ("  - ...") and per property the endpoint
-cannot report ("  ? ..."); "error" means the table could not be described (the
-reason goes to standard error: the endpoint unreachable, access denied, ...;
-a reason several tables share is said once, then "could not check" and
-those tables).
+cannot report ("  ? ..."); "error" means the table could not be described
+in full (the reason goes to standard error: the endpoint unreachable, access
+denied, ...; a reason several tables share is said once, then "could not
+check" and those tables); differences found before the refusal are still
+listed under it.
 Exits 0 when every table checked matches, 1 when one is missing, differs or
 could not be described, 2 on a usage error (a bad flag, or no table named
 at all: no --endpoint, --table or variable).
