@@ -184,6 +184,9 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media bool, heade
 		// equals one without): a request without it keeps the
 		// fingerprint it had before RED_TEAM 313.
 		m = appendBodyMediaType(m, in)
+		// Likewise only when sent: the body's content codings, which
+		// the handler undoes before it reads the body (RED_TEAM 480).
+		m = appendBodyCodings(m, in, headers)
 	}
 	if len(override) > 0 {
 		// Likewise after everything else, and only when sent.
@@ -198,6 +201,50 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media bool, heade
 		msgPool.Put(bp)
 	}
 	return sum
+}
+
+// appendBodyCodings appends to m the tag 'c', the count and the content
+// codings of the request's body (Content-Encoding, each value split at
+// commas, trimmed, in lower case, identity left out, in order), on a
+// route whose handler reads the body by its headers (fingerprintSum's
+// media), when there are any and the route does not declare
+// Content-Encoding among its fingerprint headers; nothing otherwise, so a
+// request sent uncoded keeps the fingerprint it always had. The Guard
+// hashes such a body's bytes as sent: without its codings, the same bytes
+// sent as a gzip file uncoded and sent gzip-coded (which the handler reads
+// as the file's contents) were one request, and the second was answered
+// the first one's answer (RED_TEAM 480). With dst on the stack it
+// allocates nothing for a request without codings.
+func appendBodyCodings(m []byte, in *request, declared []string) []byte {
+	if len(in.body) == 0 || in.v2Tenant != nil && in.v2Absent&rareEncoding != 0 {
+		return m
+	}
+	if slices.Contains(declared, "Content-Encoding") {
+		return m // in the fingerprint as a declared header already
+	}
+	var vb [4]string
+	vs := in.appendHeaderValues(vb[:0], "Content-Encoding")
+	n := 0
+	for _, v := range vs {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = trimASCIISpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return m
+	}
+	m = appendTag(m, 'c', n)
+	for _, v := range vs {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = trimASCIISpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				m = binary.BigEndian.AppendUint64(m, uint64(len(c)))
+				m = appendLowerASCII(m, c)
+			}
+		}
+	}
+	return m
 }
 
 // bodyMediaType is the media type a request's body is read as, for the

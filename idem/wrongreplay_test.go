@@ -71,12 +71,15 @@ func with(fs ...func(*events.APIGatewayV2HTTPRequest)) func(*events.APIGatewayV2
 // differently are never answered with one another's answer, and one
 // request sent twice (respaced, reordered, base64-encoded by API Gateway,
 // its media type spelt in another case or with a charset) is a replay.
+// The same bytes sent with and without a content coding (or under two)
+// failed before RED_TEAM 480: the second was replayed the first's answer.
 // The second case of each pair that differ failed before RED_TEAM 313:
 // the same bytes sent as a JSON Patch and as a JSON merge patch (or as
 // text/plain and as a form) were one request, the second answered the
 // first one's answer, marked a replay, and never ran.
 func TestOneKeyTwoRequestsNeverShareAnAnswer(t *testing.T) {
 	const patch = `[{"op":"remove","path":"/a"}]`
+	gzipped := string(encodeBody(t, "gzip", "a=1&b=2"))
 	cases := []wrongReplayCase{
 		{name: "JSON Patch then JSON merge patch of the same bytes",
 			a: with(withHeader("Content-Type", "application/json-patch+json"), withBody(patch)),
@@ -94,6 +97,19 @@ func TestOneKeyTwoRequestsNeverShareAnAnswer(t *testing.T) {
 			a: with(withHeader("Content-Type", "multipart/form-data; boundary=x"), withBody("--x\r\n\r\n--y\r\n\r\n--x--")),
 			b: with(withHeader("Content-Type", "multipart/form-data; boundary=y"), withBody("--x\r\n\r\n--y\r\n\r\n--x--"))},
 
+		{name: "the same bytes sent gzip-coded then uncoded",
+			a: with(withHeader("Content-Type", "application/octet-stream"), withHeader("Content-Encoding", "gzip"), withBody(gzipped)),
+			b: with(withHeader("Content-Type", "application/octet-stream"), withBody(gzipped))},
+		{name: "the same bytes sent uncoded then gzip-coded",
+			a: with(withHeader("Content-Type", "application/octet-stream"), withBody(gzipped)),
+			b: with(withHeader("Content-Type", "application/octet-stream"), withHeader("Content-Encoding", "gzip"), withBody(gzipped))},
+		{name: "the same bytes sent gzip-coded then deflate-coded",
+			a: with(withHeader("Content-Type", "text/plain"), withHeader("Content-Encoding", "gzip"), withBody(gzipped)),
+			b: with(withHeader("Content-Type", "text/plain"), withHeader("Content-Encoding", "deflate"), withBody(gzipped))},
+
+		{name: "a gzip-coded body with its coding spelt otherwise", same: true,
+			a: with(withHeader("Content-Type", "application/octet-stream"), withHeader("Content-Encoding", "gzip"), withBody(gzipped)),
+			b: with(withHeader("Content-Type", "application/octet-stream"), withHeader("Content-Encoding", "identity, GZip "), withBody(gzipped))},
 		{name: "application/json with and without a charset", same: true,
 			a: with(withHeader("Content-Type", "application/json"), withBody(`{"a":1}`)),
 			b: with(withHeader("Content-Type", "Application/JSON; charset=UTF-8"), withBody(`{"a":1}`))},
