@@ -254,7 +254,9 @@ func appendBodyCodings(m []byte, in *request, declared []string) []byte {
 // those requests always had); the type and subtype alone, in lower case,
 // for any other JSON type ("application/merge-patch+json": the same bytes
 // as a JSON Patch or as a merge patch are two requests, as the JCS body
-// digest cannot tell); the whole media type, its parameters sorted, its
+// digest cannot tell); for a JSON type labelled with a charset other
+// than UTF-8, the type and subtype and that charset, in lower case
+// ("application/json; charset=iso-8859-1"); the whole media type, its parameters sorted, its
 // type, names and charset in lower case, for a body read as bytes (a
 // form, text in one charset or another, multipart under one boundary or
 // another). A Content-Type that does not parse as a media type is kept as
@@ -267,6 +269,19 @@ func bodyMediaType(in *request) string {
 	if header.IsJSON(ct) {
 		mt, _, _ := strings.Cut(ct, ";")
 		mt = strings.ToLower(strings.TrimSpace(mt))
+		if _, rest, _ := strings.Cut(ct, ";"); jsonOtherCharset(rest) {
+			// A JSON body labelled in another charset: a handler that
+			// reads the label reads other text from the same bytes
+			// (RED_TEAM 481). A label that does not parse is kept as
+			// sent, as for any other type.
+			_, params, err := mime.ParseMediaType(ct)
+			if err != nil {
+				return strings.ToLower(ct)
+			}
+			if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+				return mt + "; charset=" + strings.ToLower(cs)
+			}
+		}
 		if mt == "application/json" {
 			return ""
 		}
@@ -334,6 +349,9 @@ func appendMediaType(m []byte, ct string) (_ []byte, ok bool) {
 		return m, false
 	}
 	if header.IsJSON(ct) {
+		if jsonOtherCharset(rest) {
+			return m, false // bodyMediaType keeps the charset (RED_TEAM 481)
+		}
 		if strings.EqualFold(base, "application/json") {
 			return m, true
 		}
@@ -378,6 +396,23 @@ func appendMediaType(m []byte, ct string) (_ []byte, ok bool) {
 		return m, false
 	}
 	return m, true
+}
+
+// jsonOtherCharset reports whether the parameters rest of a JSON media
+// type (after its first ';') may name a charset other than UTF-8: a
+// charset parameter whose value is not the token utf-8 in some case (a
+// quoted one included, which bodyMediaType unquotes). A JSON body in no
+// charset or in UTF-8 keeps the fingerprint it always had.
+func jsonOtherCharset(rest string) bool {
+	for rest != "" {
+		var seg string
+		seg, rest, _ = strings.Cut(rest, ";")
+		name, value, _ := strings.Cut(seg, "=")
+		if strings.EqualFold(trimASCIISpace(name), "charset") && !strings.EqualFold(trimASCIISpace(value), "utf-8") {
+			return true
+		}
+	}
+	return false
 }
 
 // trimASCIISpace trims the ASCII white space around s.

@@ -107,6 +107,21 @@ func TestOneKeyTwoRequestsNeverShareAnAnswer(t *testing.T) {
 			a: with(withHeader("Content-Type", "text/plain"), withHeader("Content-Encoding", "gzip"), withBody(gzipped)),
 			b: with(withHeader("Content-Type", "text/plain"), withHeader("Content-Encoding", "deflate"), withBody(gzipped))},
 
+		{name: "JSON in UTF-8 then labelled Latin-1 of the same bytes",
+			a: with(withHeader("Content-Type", "application/json; charset=utf-8"), withBody("{\"a\":\"caf\u00e9\"}")),
+			b: with(withHeader("Content-Type", "application/json; charset=iso-8859-1"), withBody("{\"a\":\"caf\u00e9\"}"))},
+		{name: "a +json type labelled Latin-1 then without a charset, of the same bytes",
+			a: with(withHeader("Content-Type", "application/merge-patch+json; charset=ISO-8859-1"), withBody("{\"a\":\"caf\u00e9\"}")),
+			b: with(withHeader("Content-Type", "application/merge-patch+json"), withBody("{\"a\":\"caf\u00e9\"}"))},
+		{name: "JSON in UTF-8 then labelled with two charsets",
+			a: with(withHeader("Content-Type", "application/json"), withBody("{\"a\":\"caf\u00e9\"}")),
+			b: with(withHeader("Content-Type", "application/json; charset=utf-8; charset=latin1"), withBody("{\"a\":\"caf\u00e9\"}"))},
+		{name: "JSON labelled Latin-1, its charset spelt otherwise", same: true,
+			a: with(withHeader("Content-Type", "application/json; charset=iso-8859-1"), withBody("{\"a\":\"caf\u00e9\"}")),
+			b: with(withHeader("Content-Type", "Application/JSON;Charset=\"ISO-8859-1\""), withBody("{\"a\":\"caf\u00e9\"}"))},
+		{name: "JSON with its UTF-8 charset quoted", same: true,
+			a: with(withHeader("Content-Type", "application/json"), withBody("{\"a\":\"caf\u00e9\"}")),
+			b: with(withHeader("Content-Type", "application/json; charset=\"utf-8\""), withBody("{\"a\":\"caf\u00e9\"}"))},
 		{name: "a gzip-coded body with its coding spelt otherwise", same: true,
 			a: with(withHeader("Content-Type", "application/octet-stream"), withHeader("Content-Encoding", "gzip"), withBody(gzipped)),
 			b: with(withHeader("Content-Type", "application/octet-stream"), withHeader("Content-Encoding", "identity, GZip "), withBody(gzipped))},
@@ -306,8 +321,16 @@ func TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas(t *testing.T) {
 		{"an empty body without a Content-Type", "", ``, false, pinEmpty},
 		{"text on a Route.JSON route", "text/plain", `{"a":1}`, true, pinJSON},
 		{"a +json type on a Route.JSON route", "application/merge-patch+json", `{"a":1}`, true, pinJSON},
+		// RED_TEAM 480 and 481 left these as they were.
+		{"application/json with a quoted UTF-8 charset", `application/json; charset="utf-8"`, `{"a":1}`, false, pinJSON},
+		{"no Content-Type, coded identity", "identity", `a=1`, false, pinRaw},
+		{"no Content-Type, coded identity in another case", " Identity ,", `a=1`, false, pinRaw},
 	}
 	for _, c := range cases {
+		coding := ""
+		if c.contentType == "identity" || strings.HasPrefix(c.contentType, " Identity") {
+			coding, c.contentType = c.contentType, "" // the case's Content-Encoding, sent without a Content-Type
+		}
 		t.Run(c.name, func(t *testing.T) {
 			rec := &digestRecorder{}
 			e := newEnv(t, func(cfg *idem.Config) {
@@ -318,6 +341,7 @@ func TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas(t *testing.T) {
 			ev := v2event(http.MethodPatch, "PATCH /docs/{id}", testKey, c.body)
 			ev.PathParameters = map[string]string{"id": "d1"}
 			withHeader("Content-Type", c.contentType)(&ev)
+			withHeader("Content-Encoding", coding)(&ev)
 			if r := e.call(&handler{}, ev); r.StatusCode != 201 {
 				t.Fatalf("%d %s", r.StatusCode, r.Body)
 			}
