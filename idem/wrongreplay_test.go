@@ -637,3 +637,46 @@ func httpDigestEnv(t *testing.T, routes map[string]idem.Route) (*env, *digestRec
 	})
 	return e, rec
 }
+
+// TestOneKeyCodingsAndCharsetsNetHTTP is RED_TEAM 480 and 481 through the
+// net/http middleware: the same bytes sent gzip-coded and then uncoded,
+// and the same JSON bytes labelled UTF-8 and then Latin-1, are two
+// requests; each sent again is its replay.
+func TestOneKeyCodingsAndCharsetsNetHTTP(t *testing.T) {
+	e := newEnv(t, func(cfg *idem.Config) {
+		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+	})
+	runs := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("PATCH /docs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"run":%d}`, runs)
+	})
+	h := e.guard.Middleware(mux)
+	send := func(key, ct, coding, body string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("PATCH", "/docs/d1", strings.NewReader(body))
+		r.Header.Set("Content-Type", ct)
+		if coding != "" {
+			r.Header.Set("Content-Encoding", coding)
+		}
+		r.Header.Set(idem.HeaderKey, key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	gz := string(encodeBody(t, "gzip", "a=1"))
+	for _, c := range []struct{ name, key, ct1, c1, ct2, c2, body string }{
+		{"gzip-coded then uncoded", testKey + "gz", "application/octet-stream", "gzip", "application/octet-stream", "", gz},
+		{"JSON labelled UTF-8 then Latin-1", testKey + "cs", "application/json; charset=utf-8", "", "application/json; charset=iso-8859-1", "", "{\"a\":\"caf\u00e9\"}"},
+	} {
+		first := send(c.key, c.ct1, c.c1, c.body)
+		second := send(c.key, c.ct2, c.c2, c.body)
+		if first.Code != 201 || second.Header().Get(idem.HeaderOpenWOPReplay) == "true" || second.Body.String() == first.Body.String() {
+			t.Fatalf("%s: first %d %s; second %d %v %s; want the second run or refused", c.name, first.Code, first.Body, second.Code, second.Header(), second.Body)
+		}
+		if again := send(c.key, c.ct1, c.c1, c.body); again.Header().Get(idem.HeaderOpenWOPReplay) != "true" || again.Body.String() != first.Body.String() {
+			t.Fatalf("%s: the first request again: %d %v %s, want its replay", c.name, again.Code, again.Header(), again.Body)
+		}
+	}
+}
