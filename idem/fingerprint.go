@@ -185,7 +185,7 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media bool, heade
 		// fingerprint it had before RED_TEAM 313.
 		m = appendBodyMediaType(m, in)
 		// Likewise only when sent: the body's content codings, which
-		// the handler undoes before it reads the body (RED_TEAM 480).
+		// the handler undoes before it reads the body (RED_TEAM 463).
 		m = appendBodyCodings(m, in, headers)
 	}
 	if len(override) > 0 {
@@ -213,7 +213,7 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media bool, heade
 // hashes such a body's bytes as sent: without its codings, the same bytes
 // sent as a gzip file uncoded and sent gzip-coded (which the handler reads
 // as the file's contents) were one request, and the second was answered
-// the first one's answer (RED_TEAM 480). With dst on the stack it
+// the first one's answer (RED_TEAM 463). With dst on the stack it
 // allocates nothing for a request without codings.
 func appendBodyCodings(m []byte, in *request, declared []string) []byte {
 	if len(in.body) == 0 || in.v2Tenant != nil && in.v2Absent&rareEncoding != 0 {
@@ -272,7 +272,7 @@ func bodyMediaType(in *request) string {
 		if _, rest, _ := strings.Cut(ct, ";"); jsonOtherCharset(rest) {
 			// A JSON body labelled in another charset: a handler that
 			// reads the label reads other text from the same bytes
-			// (RED_TEAM 481). A label that does not parse is kept as
+			// (RED_TEAM 464). A label that does not parse is kept as
 			// sent, as for any other type.
 			_, params, err := mime.ParseMediaType(ct)
 			if err != nil {
@@ -350,7 +350,7 @@ func appendMediaType(m []byte, ct string) (_ []byte, ok bool) {
 	}
 	if header.IsJSON(ct) {
 		if jsonOtherCharset(rest) {
-			return m, false // bodyMediaType keeps the charset (RED_TEAM 481)
+			return m, false // bodyMediaType keeps the charset (RED_TEAM 464)
 		}
 		if strings.EqualFold(base, "application/json") {
 			return m, true

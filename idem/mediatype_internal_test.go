@@ -31,7 +31,7 @@ func TestMediaTypeWithoutAllocatingIsTheParsersForm(t *testing.T) {
 	}
 	slow := []string{
 		// A JSON type in a charset other than UTF-8 keeps its charset
-		// (RED_TEAM 481), parsed.
+		// (RED_TEAM 464), parsed.
 		"Application/Merge-Patch+JSON; charset=x",
 		"application/json; charset=ISO-8859-1",
 		`application/json; charset="utf-8"`,

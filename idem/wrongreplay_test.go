@@ -72,7 +72,7 @@ func with(fs ...func(*events.APIGatewayV2HTTPRequest)) func(*events.APIGatewayV2
 // request sent twice (respaced, reordered, base64-encoded by API Gateway,
 // its media type spelt in another case or with a charset) is a replay.
 // The same bytes sent with and without a content coding (or under two)
-// failed before RED_TEAM 480: the second was replayed the first's answer.
+// failed before RED_TEAM 463: the second was replayed the first's answer.
 // The second case of each pair that differ failed before RED_TEAM 313:
 // the same bytes sent as a JSON Patch and as a JSON merge patch (or as
 // text/plain and as a form) were one request, the second answered the
@@ -321,7 +321,7 @@ func TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas(t *testing.T) {
 		{"an empty body without a Content-Type", "", ``, false, pinEmpty},
 		{"text on a Route.JSON route", "text/plain", `{"a":1}`, true, pinJSON},
 		{"a +json type on a Route.JSON route", "application/merge-patch+json", `{"a":1}`, true, pinJSON},
-		// RED_TEAM 480 and 481 left these as they were.
+		// RED_TEAM 463 and 464 left these as they were.
 		{"application/json with a quoted UTF-8 charset", `application/json; charset="utf-8"`, `{"a":1}`, false, pinJSON},
 		{"no Content-Type, coded identity", "identity", `a=1`, false, pinRaw},
 		{"no Content-Type, coded identity in another case", " Identity ,", `a=1`, false, pinRaw},
@@ -638,7 +638,7 @@ func httpDigestEnv(t *testing.T, routes map[string]idem.Route) (*env, *digestRec
 	return e, rec
 }
 
-// TestOneKeyCodingsAndCharsetsNetHTTP is RED_TEAM 480 and 481 through the
+// TestOneKeyCodingsAndCharsetsNetHTTP is RED_TEAM 463 and 464 through the
 // net/http middleware: the same bytes sent gzip-coded and then uncoded,
 // and the same JSON bytes labelled UTF-8 and then Latin-1, are two
 // requests; each sent again is its replay.

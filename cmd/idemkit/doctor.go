@@ -223,7 +223,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)
 			// What the calls before the failed one showed wrong (a key
 			// schema, before DescribeTimeToLive was refused) is said too
-			// (RED_TEAM 471).
+			// (RED_TEAM 461).
 			for _, d := range r.Differences {
 				fmt.Fprintf(stdout, "  - %s\n", d)
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// RED_TEAM 471: credentials that may describe a table but not its TTL (or
+// RED_TEAM 461: credentials that may describe a table but not its TTL (or
 // point-in-time recovery) printed the table as "error" and dropped what
 // DescribeTable had already shown wrong: the key schema here.
 func TestDoctorKeepsDifferencesFoundBeforeADeniedCall(t *testing.T) {

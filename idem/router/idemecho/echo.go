@@ -54,7 +54,7 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 				// Given to Pre: echo has not routed the request, and a
 				// route will serve it. The Guard answers a keyed request
 				// 500 server_configuration_error rather than run it
-				// unguarded (RED_TEAM 465).
+				// unguarded (RED_TEAM 459).
 				return preRouted(guard, next, c)
 			}
 			if path == "" || unrouted(c.Handler()) || groupNotFound(c) {
@@ -81,7 +81,7 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 			res, req := c.Response(), c.Request()
 			// The middlewares before this one read their own request
 			// again, not the claim's, whose context ends with the claim
-			// (RED_TEAM 463).
+			// (RED_TEAM 457).
 			defer c.SetRequest(req)
 			outer := res.Writer
 			sw := &statusWriter{ResponseWriter: outer}
@@ -150,7 +150,7 @@ var notFoundName = runtime.FuncForPC(reflect.ValueOf(echo.NotFoundHandler).Point
 // wraps the group's middlewares around the handler, so unrouted cannot
 // tell it by its handler; a request no route of its method and echo path
 // serves, while such a not-found route has that path, is one no route
-// serves (RED_TEAM 461). A not-found route with a handler of the
+// serves (RED_TEAM 455). A not-found route with a handler of the
 // program's own is one of its routes, guarded. Only a request the Guard
 // would guard (a state-changing method) looks: the router's routes are
 // read whole.

@@ -310,7 +310,7 @@ func TestFlushingHandlerRunsOnce(t *testing.T) {
 // routes every path under the group's prefix to its not-found catch-all
 // routes, wrapped in the group's middlewares) answers a path no route of
 // it serves with echo's 404, not recorded: the key's retry once the route
-// exists runs it (RED_TEAM 461); likewise under the server's Use when the
+// exists runs it (RED_TEAM 455); likewise under the server's Use when the
 // group has a middleware of its own. A not-found route the program registers
 // with its own handler is one of its routes, guarded.
 func TestGroupCatchAllPassesThrough(t *testing.T) {
@@ -355,7 +355,7 @@ func TestGroupCatchAllPassesThrough(t *testing.T) {
 // TestMiddlewareBeforeTheGuardKeepsItsRequest: a middleware given to Use
 // before the guard reads c.Request() after next(c) as it was, not the
 // claim's request, whose context is cancelled once the claim ends
-// (RED_TEAM 463).
+// (RED_TEAM 457).
 func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
 	g := routertest.Guard(t, nil)
 	e := echo.New()
@@ -389,7 +389,7 @@ func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
 // the request yet), the middleware cannot name the route; a keyed request
 // to a path a route serves is answered 500
 // idemkit.server_configuration_error, as a router adapter's wiring
-// mistake is, never run unguarded (RED_TEAM 465). A path no route serves
+// mistake is, never run unguarded (RED_TEAM 459). A path no route serves
 // is still echo's 404, and a request without a key runs.
 func TestGivenToPreIsAConfigurationError(t *testing.T) {
 	g := routertest.Guard(t, nil)

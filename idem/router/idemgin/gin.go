@@ -84,7 +84,7 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 		defer func() {
 			// The middlewares before this one read their own request
 			// again, not the claim's, whose context ends with the claim
-			// (RED_TEAM 463).
+			// (RED_TEAM 457).
 			c.Request = req
 			// The handlers failed with c.Error and wrote nothing: the
 			// Guard released the key (a retry runs again) and the
@@ -107,7 +107,7 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 			c.Next()
 			if !bw.Written() && len(c.Errors) > errs {
 				// No answer but an error for a middleware outside to
-				// render (RED_TEAM 460): not a 200 to record. An aborted
+				// render (RED_TEAM 454): not a 200 to record. An aborted
 				// response releases the record and writes nothing.
 				failed = true
 				// The status and headers the handlers set go out as gin

@@ -292,7 +292,7 @@ func TestResponseControllerDeadlinesReachTheConnection(t *testing.T) {
 // c.Error and writes nothing leaves its answer to an error-rendering
 // middleware given to Use before the guard, as gin's docs show; that
 // answer goes out as the middleware renders it, and the key's retry runs
-// again (RED_TEAM 460).
+// again (RED_TEAM 454).
 func TestErrorRenderedBeforeTheGuardIsNotRecorded(t *testing.T) {
 	var runs atomic.Int32
 	g := routertest.Guard(t, nil)
@@ -333,7 +333,7 @@ func TestErrorRenderedBeforeTheGuardIsNotRecorded(t *testing.T) {
 // before the guard reads c.Request after c.Next() as it was, not the
 // claim's request, whose context is cancelled once the claim ends: a
 // write it makes with that context (an audit record) is not refused with
-// context.Canceled (RED_TEAM 463).
+// context.Canceled (RED_TEAM 457).
 func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
 	g := routertest.Guard(t, nil)
 	r := gin.New()
@@ -363,7 +363,7 @@ func TestMiddlewareBeforeTheGuardKeepsItsRequest(t *testing.T) {
 // TestErrorWithAStatusAndNoErrorMiddlewareKeepsTheStatus: handlers that
 // set a status and headers, add an error and write nothing, with no
 // middleware rendering c.Errors, answer that status and those headers,
-// as gin does, and are not recorded (RED_TEAM 460).
+// as gin does, and are not recorded (RED_TEAM 454).
 func TestErrorWithAStatusAndNoErrorMiddlewareKeepsTheStatus(t *testing.T) {
 	var runs atomic.Int32
 	g := routertest.Guard(t, nil)

@@ -67,7 +67,7 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			// A route with no handler of its own (a subrouter's
 			// PathPrefix) serves nothing: the request is the
 			// subrouter's 405 (MethodNotAllowedHandler), which mux
-			// answers under that route (RED_TEAM 464).
+			// answers under that route (RED_TEAM 458).
 			return "", nil, false
 		}
 		tpl, err := rt.GetPathTemplate()
@@ -82,7 +82,7 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			// The router's StrictSlash redirect to the path with (or
 			// without) the trailing slash, not the route's answer: it
 			// passes through, so that the redirected retry of the key
-			// runs the route (RED_TEAM 462).
+			// runs the route (RED_TEAM 456).
 			return "", nil, false
 		}
 		var rest, host string

@@ -292,7 +292,7 @@ func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
 // keyed POST to a route's path with the other trailing slash is the
 // router's 301 to the route's path, not recorded: the client's redirected
 // retry of the key runs the route, and is not the 301 replayed, a
-// redirect loop (RED_TEAM 462). A route whose path variable takes the
+// redirect loop (RED_TEAM 456). A route whose path variable takes the
 // slash, on a router without StrictSlash, stays guarded.
 func TestStrictSlashRedirectPassesThrough(t *testing.T) {
 	for _, wrap := range []bool{false, true} {
@@ -337,7 +337,7 @@ func TestStrictSlashRedirectPassesThrough(t *testing.T) {
 // TestSubrouterMethodNotAllowedPassesThrough: a subrouter's
 // MethodNotAllowedHandler, like the router's and like either's
 // NotFoundHandler, answers a request no route serves, unguarded and not
-// recorded (RED_TEAM 464).
+// recorded (RED_TEAM 458).
 func TestSubrouterMethodNotAllowedPassesThrough(t *testing.T) {
 	for _, wrap := range []bool{false, true} {
 		g := routertest.Guard(t, nil)

@@ -64,7 +64,7 @@ func (a *answer) marker(r rules) string {
 // status it can be in (see sameStatus).
 func (a *answer) sameAs(b *answer) bool {
 	if a.object && b.object && a.status == b.status {
-		// The same resource in a status it can be in (RED_TEAM 470): an id
+		// The same resource in a status it can be in (RED_TEAM 460): an id
 		// alone passed a replay naming the Action in a status that is no
 		// run status, or a final status other than the first answer's.
 		if id := resourceID(a.body); id != "" && id == resourceID(b.body) && sameStatus(a.body, b.body) {

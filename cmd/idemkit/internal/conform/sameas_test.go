@@ -2,7 +2,7 @@ package conform
 
 import "testing"
 
-// RED_TEAM 470: under the commerce policy a replay is the Action as it is
+// RED_TEAM 460: under the commerce policy a replay is the Action as it is
 // now, but never the Action in a status it cannot be in: a final status
 // other than the first answer's, or no run status at all.
 func TestReplayOfAnActionKeepsAFinalStatus(t *testing.T) {

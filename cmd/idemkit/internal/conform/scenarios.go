@@ -70,7 +70,7 @@ func replayMarker(ctx context.Context, e *env) Result {
 	}
 	if m1, m2 := mediaType(a1), mediaType(a2); m1 != m2 {
 		// The same bytes under another media type are another answer: a
-		// client reads them otherwise (RED_TEAM 472).
+		// client reads them otherwise (RED_TEAM 462).
 		return fail("same-key repeat got Content-Type %q, want the cached answer's %q", a2.header.Get("Content-Type"), a1.header.Get("Content-Type"))
 	}
 	if m := a2.marker(r); m != "true" {
