@@ -2,8 +2,6 @@ package idem_test
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/idem"
@@ -53,23 +51,7 @@ func TestHandlersOwnInFlightAnswerIsNeverReplayed(t *testing.T) {
 				w.WriteHeader(201)
 				_, _ = w.Write([]byte(`{"id":"o-1"}`))
 			}))
-			send := func() *httptest.ResponseRecorder {
-				req := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"a":1}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", testKey)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				return w
-			}
-			if w := send(); w.Code != 409 {
-				t.Fatalf("first: %d %s, want the handler's 409", w.Code, w.Body)
-			}
-			if w := send(); w.Code != 201 || calls != 2 {
-				t.Fatalf("retry: %d %s, handler ran %d times; want a second run answering 201", w.Code, w.Body, calls)
-			}
-			if w := send(); w.Code != 201 || calls != 2 {
-				t.Fatalf("second retry: %d %s, handler ran %d times; want the 201 replayed", w.Code, w.Body, calls)
-			}
+			checkFirstAnswerNotKept(t, h, "/orders", 409, &calls)
 		})
 	}
 }
