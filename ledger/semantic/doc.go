@@ -4,8 +4,9 @@
 // cache key of an LLM effect.
 //
 // Two requests share a digest exactly when every input that can change the
-// provider's answer is equal; transport-only settings (timeouts, trace ids,
-// retry counts, credential handles) never reach it. A request that cannot be
+// provider's answer is equal; transport-only settings (timeouts, trace
+// context, request ids, retry counts, credential handles, tenant and run ids,
+// stream, metadata, user) never reach it. A request that cannot be
 // hashed faithfully is rejected with an error matching ErrInvalid, never
 // hashed with part of it dropped. Stamp a stored digest with RecipeV2.
 //

@@ -52,9 +52,12 @@ const maxSafeInteger = 1<<53 - 1
 // in UTF-16 code-unit order (their order is not semantic). No Unicode
 // normalisation is applied anywhere.
 //
-// Transport-only settings (timeout, trace id, retry count, credential handle)
-// have no field: they are not part of the request's meaning and must not
-// reach the digest; raw credentials must never be put in any field.
+// Transport-only settings (timeout, trace context, request and correlation
+// ids, retry counts, credential handles, tenant and run ids, stream,
+// metadata, user; the list on transportOnly) have no field: they are not
+// part of the request's meaning and must not reach the digest. Options
+// under those names are dropped, as the wire reader drops the members.
+// Raw credentials must never be put in any field.
 //
 // Values typed any (content, schemas, option values) may be Go values
 // (encoded with encoding/json) or json.RawMessage (kept exactly, then
@@ -91,7 +94,8 @@ type Request struct {
 	// Options are provider-specific outcome-affecting options under their
 	// bare names ("reasoningEffort"); each is hashed in providerOptions as
 	// "vendor.<Provider>.<name>". A name must be non-empty and must not
-	// start with "vendor." (put namespaced names in ProviderOptions).
+	// start with "vendor." (put namespaced names in ProviderOptions). A
+	// transport-only name ("timeout", "stream", "user", ...) is dropped.
 	Options map[string]any
 	// ProviderOptions are options already namespaced as
 	// "vendor.<provider>.<option>" (non-empty provider and option
@@ -305,6 +309,9 @@ func (r Request) providerOptions() (map[string]any, error) {
 		if err := checkText("option name", k, true); err != nil {
 			return nil, err
 		}
+		if transportOnly[k] {
+			continue
+		}
 		if strings.HasPrefix(k, "vendor.") {
 			return nil, semanticErr("option %q is already namespaced: put it in ProviderOptions", k)
 		}
@@ -400,14 +407,24 @@ func checkValue(what string, v any) error {
 	return nil
 }
 
-// transportOnly lists the wire members that are transport-only (semantic
-// request digest v2) and are therefore read and ignored by UnmarshalJSON: "timeout",
-// "timeoutMs", "traceId", "traceparent", "retryCount", "maxRetries",
-// "credentialHandle", "apiKey". Any other unknown member is carried as a
-// provider option, never dropped.
+// transportOnly lists the top-level names that are transport-only (the
+// LLM cache-key recipe: timeout, trace context, request and correlation
+// ids, retry counters, credential handles, tenant id, run id, host metadata,
+// and stream, metadata and user, which cannot alter the completion), read
+// and ignored by UnmarshalJSON and dropped from Options: "timeout",
+// "timeoutMs", "traceId", "traceparent", "tracestate", "requestId",
+// "x-request-id", "correlationId", "retryCount", "maxRetries",
+// "credentialHandle", "apiKey", "tenantId", "runId", "stream", "metadata",
+// "user". Any other unknown member is carried as a provider option, never
+// dropped.
 var transportOnly = map[string]bool{
-	"timeout": true, "timeoutMs": true, "traceId": true, "traceparent": true,
-	"retryCount": true, "maxRetries": true, "credentialHandle": true, "apiKey": true,
+	"timeout": true, "timeoutMs": true,
+	"traceId": true, "traceparent": true, "tracestate": true,
+	"requestId": true, "x-request-id": true, "correlationId": true,
+	"retryCount": true, "maxRetries": true,
+	"credentialHandle": true, "apiKey": true,
+	"tenantId": true, "runId": true,
+	"stream": true, "metadata": true, "user": true,
 }
 
 // UnmarshalJSON reads the wire form used by the OpenWOP golden vectors:
@@ -422,7 +439,8 @@ var transportOnly = map[string]bool{
 // member names (which encoding/json would resolve silently), lone surrogates,
 // invalid UTF-8 and numbers RFC 8785 would write with another value (an
 // integer beyond ±(2^53-1), a fraction no double holds) are rejected. Transport-only members (see the list on
-// transportOnly: timeout, traceId, retryCount, credentialHandle, ...)
+// transportOnly: timeout, traceparent, requestId, retryCount,
+// credentialHandle, tenantId, runId, stream, metadata, user, ...)
 // are ignored; every other unknown top-level member is kept in Options (and
 // so hashed as "vendor.<provider>.<name>"); unknown message and tool members
 // are kept in their Fields. Values are kept as json.RawMessage, exactly as

@@ -383,3 +383,46 @@ func TestSemanticConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSemanticTransportOnlyMembers: the replay chapter's LLM cache-key
+// recipe names the transport-only fields that MUST NOT influence the
+// digest (timeout, trace context, request and correlation ids, retry
+// counters, credential handles, tenant id, run id, host metadata, and
+// stream, metadata and user), and its portability probe sends exactly the
+// polluted request below: it must hash as the clean one, in the wire form
+// and in the Go form (RED_TEAM 470).
+func TestSemanticTransportOnlyMembers(t *testing.T) {
+	const clean = `{"provider":"openai","model":"gpt-4","messages":[{"role":"user","content":"security-boundary probe"}],"temperature":0.5}`
+	const polluted = `{"provider":"openai","model":"gpt-4","messages":[{"role":"user","content":"security-boundary probe"}],"temperature":0.5,
+		"stream":true,"metadata":{"tenantId":"tenant-A","traceparent":"00-deadbeef-cafe-01"},"user":"user-42",
+		"x-request-id":"req-abc-123","tenantId":"tenant-A","timeoutMs":30000,"runId":"run_123"}`
+	digest := func(s string) string {
+		t.Helper()
+		var r Request
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		return mustSemanticDigest(t, r)
+	}
+	base := digest(clean)
+	if got := digest(polluted); got != base {
+		t.Errorf("the portability probe's transport-only members changed the digest")
+	}
+	withMember := func(m string) string { return strings.Replace(clean, `{"provider"`, `{`+m+`,"provider"`, 1) }
+	for _, m := range []string{`"requestId":"r-1"`, `"correlationId":"c-1"`, `"tracestate":"k=v"`, `"stream":false`, `"user":"u"`, `"metadata":{"user_id":"u"}`} {
+		if digest(withMember(m)) != base {
+			t.Errorf("transport member %s changed the digest", m)
+		}
+	}
+	// The Go form drops the same names from Options, so both forms agree.
+	goForm := Request{Provider: "openai", Model: "gpt-4", Messages: []Message{{Role: "user", Content: "security-boundary probe"}}, Temperature: semPtr(0.5),
+		Options: map[string]any{"stream": true, "user": "user-42", "timeout": 30, "traceId": "t", "runId": "run_123", "tenantId": "tenant-A"}}
+	if mustSemanticDigest(t, goForm) != base {
+		t.Error("transport-only Options changed the digest of the Go form")
+	}
+	// A semantic option next to them is still carried.
+	if digest(withMember(`"reasoningEffort":"high"`)) == base {
+		t.Error("a provider option was dropped")
+	}
+}
+
