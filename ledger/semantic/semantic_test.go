@@ -425,4 +425,3 @@ func TestSemanticTransportOnlyMembers(t *testing.T) {
 		t.Error("a provider option was dropped")
 	}
 }
-
