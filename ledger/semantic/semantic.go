@@ -42,8 +42,9 @@ const maxSafeInteger = 1<<53 - 1
 //
 //	{"recipe":"openwop-semantic-request-v2","provider":P,"model":M,
 //	 "request":{"messages":[...],"tools":[...],"toolChoice":...,
-//	            "responseFormat":...,"temperature":T,"topP":P,
-//	            "maxOutputTokens":N,"stop":[...],"seed":S,"safety":...},
+//	            "responseFormat":...,"temperature":T,"topP":P,"topK":K,
+//	            "maxOutputTokens":N,"stop":[...],"seed":S,
+//	            "safetySettings":...},
 //	 "providerOptions":{"vendor.<provider>.<option>":...}}
 //
 // with absent (nil) members omitted, and empty Tools, Stop and provider
@@ -81,6 +82,10 @@ type Request struct {
 	// Temperature and TopP are the sampling settings. Nil: omitted. They
 	// must be finite.
 	Temperature, TopP *float64
+	// TopK is the top-k sampling setting, a member of the recipe's request
+	// object (not a vendor option). Nil: omitted. Must be within
+	// ±(2^53-1).
+	TopK *int64
 	// MaxOutputTokens is the maximum output bound. Nil: omitted. Must be
 	// within ±(2^53-1).
 	MaxOutputTokens *int64
@@ -89,7 +94,7 @@ type Request struct {
 	// Seed is the sampling seed. Nil: omitted. Must be within ±(2^53-1).
 	Seed *int64
 	// Safety holds safety/policy settings that can alter output (any JSON
-	// value). Nil: omitted.
+	// value), hashed as the recipe's "safetySettings" member. Nil: omitted.
 	Safety any
 	// Options are provider-specific outcome-affecting options under their
 	// bare names ("reasoningEffort"); each is hashed in providerOptions as
@@ -237,7 +242,7 @@ func (r Request) v2Object() (map[string]any, error) {
 	for _, v := range []struct {
 		name string
 		val  any
-	}{{"toolChoice", r.ToolChoice}, {"responseFormat", r.ResponseFormat}, {"safety", r.Safety}} {
+	}{{"toolChoice", r.ToolChoice}, {"responseFormat", r.ResponseFormat}, {"safetySettings", r.Safety}} {
 		if v.val == nil {
 			continue
 		}
@@ -261,7 +266,7 @@ func (r Request) v2Object() (map[string]any, error) {
 		}
 		return nil
 	}
-	if err := putSet(req, safe, field[int64]{"maxOutputTokens", r.MaxOutputTokens}, field[int64]{"seed", r.Seed}); err != nil {
+	if err := putSet(req, safe, field[int64]{"topK", r.TopK}, field[int64]{"maxOutputTokens", r.MaxOutputTokens}, field[int64]{"seed", r.Seed}); err != nil {
 		return nil, err
 	}
 	if len(r.Stop) > 0 {
@@ -432,10 +437,11 @@ var transportOnly = map[string]bool{
 //	{"provider":..., "model":..., "messages":[{"role":...,"content":...}],
 //	 "tools":[{"name":...,"description":...,"parameters":...}],
 //	 "toolChoice":..., "responseFormat":..., "temperature":..., "topP":...,
-//	 "maxOutputTokens":..., "stop":[...], "seed":..., "safety":...,
-//	 "providerOptions":{"vendor.<provider>.<option>":...}}
+//	 "topK":..., "maxOutputTokens":..., "stop":[...], "seed":...,
+//	 "safetySettings":..., "providerOptions":{"vendor.<provider>.<option>":...}}
 //
-// Members are matched by exact name. The input must be I-JSON: duplicate
+// Members are matched by exact name; "safety" is read as "safetySettings"
+// (giving both is an error). The input must be I-JSON: duplicate
 // member names (which encoding/json would resolve silently), lone surrogates,
 // invalid UTF-8 and numbers RFC 8785 would write with another value (an
 // integer beyond ±(2^53-1), a fraction no double holds) are rejected. Transport-only members (see the list on
@@ -542,6 +548,16 @@ func decodeStop(r *Request, v json.RawMessage) error {
 	return nil
 }
 
+// decodeSafety reads the safety settings, given as "safetySettings" (the
+// recipe's name) or "safety"; both at once would leave one of them out.
+func decodeSafety(r *Request, v json.RawMessage) error {
+	if r.Safety != nil {
+		return errors.New(`safety settings given twice ("safety" and "safetySettings")`)
+	}
+	r.Safety = v
+	return nil
+}
+
 func decodeMessages(v json.RawMessage, dst *[]Message) error {
 	return decodeObjects(v, "message", dst, messageMembers, func(m *Message) *map[string]any { return &m.Fields })
 }
@@ -560,9 +576,11 @@ var requestMembers = members[Request]{
 	"tools":           func(r *Request, v json.RawMessage) error { return decodeTools(v, &r.Tools) },
 	"toolChoice":      func(r *Request, v json.RawMessage) error { r.ToolChoice = v; return nil },
 	"responseFormat":  func(r *Request, v json.RawMessage) error { r.ResponseFormat = v; return nil },
-	"safety":          func(r *Request, v json.RawMessage) error { r.Safety = v; return nil },
+	"safetySettings":  decodeSafety,
+	"safety":          decodeSafety,
 	"temperature":     func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Temperature) },
 	"topP":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.TopP) },
+	"topK":            func(r *Request, v json.RawMessage) error { return decodeInteger(v, &r.TopK) },
 	"maxOutputTokens": func(r *Request, v json.RawMessage) error { return decodeInteger(v, &r.MaxOutputTokens) },
 	"seed":            func(r *Request, v json.RawMessage) error { return decodeInteger(v, &r.Seed) },
 	"stop":            decodeStop,

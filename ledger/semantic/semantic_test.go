@@ -150,6 +150,7 @@ func TestSemanticEveryInputChangesDigest(t *testing.T) {
 		"option number type":  func(r *Request) { r.Options["reasoningEffort"] = 1 },
 		"temperature":         func(r *Request) { r.Temperature = semPtr(0.70000001) },
 		"top p":               func(r *Request) { r.TopP = nil },
+		"top k":               func(r *Request) { r.TopK = semPtr[int64](40) },
 		"tool choice":         func(r *Request) { r.ToolChoice = map[string]any{"type": "tool", "name": "getTime"} },
 		"response format":     func(r *Request) { r.ResponseFormat = nil },
 		"safety":              func(r *Request) { r.Safety = map[string]any{"level": "lenient"} },
@@ -279,7 +280,7 @@ func TestSemanticWireForm(t *testing.T) {
 	full := `{"provider":"p","model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}],
 		"tools":[{"name":"b","description":"d","parameters":{"type":"object"}},{"name":"a"}],
 		"toolChoice":"auto","responseFormat":{"type":"json"},"temperature":0.5,"topP":1,
-		"maxOutputTokens":10,"stop":["s"],"seed":-3,"safety":{"x":1},"providerOptions":{"vendor.p.k":true},"traceId":"t"}`
+		"topK":3,"maxOutputTokens":10,"stop":["s"],"seed":-3,"safetySettings":{"x":1},"providerOptions":{"vendor.p.k":true},"traceId":"t"}`
 	var r Request
 	if err := json.Unmarshal([]byte(full), &r); err != nil {
 		t.Fatal(err)
@@ -288,7 +289,7 @@ func TestSemanticWireForm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"model":"m","provider":"p","providerOptions":{"vendor.p.k":true},"recipe":"openwop-semantic-request-v2","request":{"maxOutputTokens":10,"messages":[{"content":[{"text":"x","type":"text"}],"role":"user"}],"responseFormat":{"type":"json"},"safety":{"x":1},"seed":-3,"stop":["s"],"temperature":0.5,"toolChoice":"auto","tools":[{"name":"a"},{"description":"d","name":"b","parameters":{"type":"object"}}],"topP":1}}`
+	want := `{"model":"m","provider":"p","providerOptions":{"vendor.p.k":true},"recipe":"openwop-semantic-request-v2","request":{"maxOutputTokens":10,"messages":[{"content":[{"text":"x","type":"text"}],"role":"user"}],"responseFormat":{"type":"json"},"safetySettings":{"x":1},"seed":-3,"stop":["s"],"temperature":0.5,"toolChoice":"auto","tools":[{"name":"a"},{"description":"d","name":"b","parameters":{"type":"object"}}],"topK":3,"topP":1}}`
 	if string(canon) != want {
 		t.Errorf("full wire form\n got %s\nwant %s", canon, want)
 	}
@@ -423,5 +424,61 @@ func TestSemanticTransportOnlyMembers(t *testing.T) {
 	// A semantic option next to them is still carried.
 	if digest(withMember(`"reasoningEffort":"high"`)) == base {
 		t.Error("a provider option was dropped")
+	}
+}
+
+// TestSemanticNamedMembers: topK and safetySettings are members of the
+// recipe's request object (the replay chapter's LLM cache-key recipe), so a
+// request carrying them hashes as another host's does, not as a vendor
+// option (RED_TEAM 471).
+func TestSemanticNamedMembers(t *testing.T) {
+	canon := func(s string) string {
+		t.Helper()
+		var r Request
+		if err := json.Unmarshal([]byte(s), &r); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		c, err := CanonicalV2(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c)
+	}
+	const want = `{"model":"claude-x","provider":"anthropic","recipe":"openwop-semantic-request-v2","request":{"messages":[{"content":"hello","role":"user"}],"safetySettings":{"harassment":"block"},"topK":40}}`
+	for _, in := range []string{
+		`{"provider":"anthropic","model":"claude-x","messages":[{"role":"user","content":"hello"}],"topK":40,"safetySettings":{"harassment":"block"}}`,
+		`{"provider":"anthropic","model":"claude-x","messages":[{"role":"user","content":"hello"}],"topK":40.0,"safety":{"harassment":"block"}}`,
+	} {
+		if got := canon(in); got != want {
+			t.Errorf("%s\n got %s\nwant %s", in, got, want)
+		}
+	}
+	goForm := Request{Provider: "anthropic", Model: "claude-x", Messages: []Message{{Role: "user", Content: "hello"}},
+		TopK: semPtr[int64](40), Safety: map[string]any{"harassment": "block"}}
+	if c, err := CanonicalV2(goForm); err != nil || string(c) != want {
+		t.Errorf("Go form\n got %s, %v\nwant %s", c, err, want)
+	}
+	// topK reaches the digest as a number, and is refused when it is not an
+	// integer within ±(2^53-1); both spellings of the safety settings at
+	// once are refused.
+	a, b := goForm, goForm
+	b.TopK = semPtr[int64](41)
+	if mustSemanticDigest(t, a) == mustSemanticDigest(t, b) {
+		t.Error("topK did not change the digest")
+	}
+	b.TopK = semPtr[int64](1<<53 + 1)
+	if _, err := DigestV2(b); !errors.Is(err, ErrInvalid) {
+		t.Errorf("topK beyond 2^53: %v", err)
+	}
+	for name, s := range map[string]string{
+		"topK fraction": `{"provider":"a","model":"m","topK":1.5}`,
+		"topK string":   `{"provider":"a","model":"m","topK":"40"}`,
+		"topK null":     `{"provider":"a","model":"m","topK":null}`,
+		"safety twice":  `{"provider":"a","model":"m","safety":{},"safetySettings":{}}`,
+	} {
+		var r Request
+		if err := json.Unmarshal([]byte(s), &r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("wire %s: %v; want ErrInvalid", name, err)
+		}
 	}
 }
