@@ -64,8 +64,10 @@ const maxSafeInteger = 1<<53 - 1
 // (encoded with encoding/json) or json.RawMessage (kept exactly, then
 // canonicalised).
 type Request struct {
-	// Provider identifies the provider ("anthropic"). Required. It is also
-	// the namespace of Options.
+	// Provider identifies the provider ("anthropic"): the canonical
+	// provider id, in lower-case printable ASCII (no upper-case letter, space
+	// or control character), so one provider has one spelling. Required. It
+	// is also the namespace of Options.
 	Provider string
 	// Model is the provider's model identifier. Required.
 	Model string
@@ -177,6 +179,9 @@ func semanticErr(format string, args ...any) error {
 // v2Object builds the v2 object of semantic request digest v2 from r, validating as it goes.
 func (r Request) v2Object() (map[string]any, error) {
 	if err := checkText("provider", r.Provider, true); err != nil {
+		return nil, err
+	}
+	if err := checkProvider(r.Provider); err != nil {
 		return nil, err
 	}
 	if err := checkText("model", r.Model, true); err != nil {
@@ -348,6 +353,19 @@ func withFields(where string, fields map[string]any, reserved ...string) (map[st
 		o[k] = v
 	}
 	return o, nil
+}
+
+// checkProvider refuses a provider id that is not lower-case printable
+// ASCII: "Anthropic", "anthropic " and "anthropic" name one provider, and the
+// recipe's canonical id is the lower-case one; hashing the others would give
+// the same request three digests.
+func checkProvider(p string) error {
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c >= 0x7f || ('A' <= c && c <= 'Z') {
+			return semanticErr("provider %q is not a canonical provider id (lower-case printable ASCII)", p)
+		}
+	}
+	return nil
 }
 
 func checkText(what, s string, required bool) error {

@@ -299,6 +299,9 @@ func TestSemanticRejections(t *testing.T) {
 	cases := map[string]func(r *Request){
 		"no provider":            func(r *Request) { r.Provider = "" },
 		"no model":               func(r *Request) { r.Model = "" },
+		"provider in upper case": func(r *Request) { r.Provider = "Anthropic" },
+		"provider with a space":  func(r *Request) { r.Provider = "anthropic " },
+		"provider not ASCII":     func(r *Request) { r.Provider = "anthropıc" },
 		"message without role":   func(r *Request) { r.Messages[0].Role = "" },
 		"tool without name":      func(r *Request) { r.Tools[0].Name = "" },
 		"duplicate tool name":    func(r *Request) { r.Tools[1].Name = r.Tools[0].Name },
