@@ -101,8 +101,10 @@ type Request struct {
 	// Options are provider-specific outcome-affecting options under their
 	// bare names ("reasoningEffort"); each is hashed in providerOptions as
 	// "vendor.<Provider>.<name>". A name must be non-empty and must not
-	// start with "vendor." (put namespaced names in ProviderOptions). A
-	// transport-only name ("timeout", "stream", "user", ...) is dropped.
+	// start with "vendor." (put namespaced names in ProviderOptions) nor be
+	// a member of the request ("seed", "stop", "topK", "messages", ...: use
+	// the field). A transport-only name ("timeout", "stream", "user", ...)
+	// is dropped.
 	Options map[string]any
 	// ProviderOptions are options already namespaced as
 	// "vendor.<provider>.<option>" (non-empty provider and option
@@ -324,6 +326,11 @@ func (r Request) providerOptions() (map[string]any, error) {
 		}
 		if strings.HasPrefix(k, "vendor.") {
 			return nil, semanticErr("option %q is already namespaced: put it in ProviderOptions", k)
+		}
+		if _, named := requestMembers[k]; named {
+			// The wire form reads this name as the request member, so as
+			// an option it would hash the same request another way.
+			return nil, semanticErr("option %q is a member of the request: use its field", k)
 		}
 		nk := "vendor." + r.Provider + "." + k
 		if _, dup := opts[nk]; dup {
