@@ -465,8 +465,7 @@ var transportOnly = map[string]bool{
 //	 "topK":..., "maxOutputTokens":..., "stop":[...], "seed":...,
 //	 "safetySettings":..., "providerOptions":{"vendor.<provider>.<option>":...}}
 //
-// Members are matched by exact name; "safety" is read as "safetySettings"
-// (giving both is an error). The input must be I-JSON: duplicate
+// Members are matched by exact name. The input must be I-JSON: duplicate
 // member names (which encoding/json would resolve silently), lone surrogates,
 // invalid UTF-8 and numbers RFC 8785 would write with another value (an
 // integer beyond ±(2^53-1), a fraction no double holds) are rejected. Transport-only members (see the list on
@@ -573,16 +572,6 @@ func decodeStop(r *Request, v json.RawMessage) error {
 	return nil
 }
 
-// decodeSafety reads the safety settings, given as "safetySettings" (the
-// recipe's name) or "safety"; both at once would leave one of them out.
-func decodeSafety(r *Request, v json.RawMessage) error {
-	if r.Safety != nil {
-		return errors.New(`safety settings given twice ("safety" and "safetySettings")`)
-	}
-	r.Safety = v
-	return nil
-}
-
 func decodeMessages(v json.RawMessage, dst *[]Message) error {
 	return decodeObjects(v, "message", dst, messageMembers, func(m *Message) *map[string]any { return &m.Fields })
 }
@@ -601,8 +590,7 @@ var requestMembers = members[Request]{
 	"tools":           func(r *Request, v json.RawMessage) error { return decodeTools(v, &r.Tools) },
 	"toolChoice":      func(r *Request, v json.RawMessage) error { r.ToolChoice = v; return nil },
 	"responseFormat":  func(r *Request, v json.RawMessage) error { r.ResponseFormat = v; return nil },
-	"safetySettings":  decodeSafety,
-	"safety":          decodeSafety,
+	"safetySettings":  func(r *Request, v json.RawMessage) error { r.Safety = v; return nil },
 	"temperature":     func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Temperature) },
 	"topP":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.TopP) },
 	"topK":            func(r *Request, v json.RawMessage) error { return decodeInteger(v, &r.TopK) },

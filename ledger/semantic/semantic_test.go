@@ -454,7 +454,7 @@ func TestSemanticNamedMembers(t *testing.T) {
 	const want = `{"model":"claude-x","provider":"anthropic","recipe":"openwop-semantic-request-v2","request":{"messages":[{"content":"hello","role":"user"}],"safetySettings":{"harassment":"block"},"topK":40}}`
 	for _, in := range []string{
 		`{"provider":"anthropic","model":"claude-x","messages":[{"role":"user","content":"hello"}],"topK":40,"safetySettings":{"harassment":"block"}}`,
-		`{"provider":"anthropic","model":"claude-x","messages":[{"role":"user","content":"hello"}],"topK":40.0,"safety":{"harassment":"block"}}`,
+		`{"provider":"anthropic","model":"claude-x","messages":[{"role":"user","content":"hello"}],"topK":40.0,"safetySettings":{"harassment":"block"}}`,
 	} {
 		if got := canon(in); got != want {
 			t.Errorf("%s\n got %s\nwant %s", in, got, want)
@@ -465,9 +465,13 @@ func TestSemanticNamedMembers(t *testing.T) {
 	if c, err := CanonicalV2(goForm); err != nil || string(c) != want {
 		t.Errorf("Go form\n got %s, %v\nwant %s", c, err, want)
 	}
+	// A member the recipe does not name ("safety") is a provider option.
+	if got, want := canon(`{"provider":"anthropic","model":"claude-x","messages":[],"safety":{}}`),
+		`{"model":"claude-x","provider":"anthropic","providerOptions":{"vendor.anthropic.safety":{}},"recipe":"openwop-semantic-request-v2","request":{"messages":[]}}`; got != want {
+		t.Errorf("safety member\n got %s\nwant %s", got, want)
+	}
 	// topK reaches the digest as a number, and is refused when it is not an
-	// integer within ±(2^53-1); both spellings of the safety settings at
-	// once are refused.
+	// integer within ±(2^53-1).
 	a, b := goForm, goForm
 	b.TopK = semPtr[int64](41)
 	if mustSemanticDigest(t, a) == mustSemanticDigest(t, b) {
@@ -481,7 +485,6 @@ func TestSemanticNamedMembers(t *testing.T) {
 		"topK fraction": `{"provider":"a","model":"m","topK":1.5}`,
 		"topK string":   `{"provider":"a","model":"m","topK":"40"}`,
 		"topK null":     `{"provider":"a","model":"m","topK":null}`,
-		"safety twice":  `{"provider":"a","model":"m","safety":{},"safetySettings":{}}`,
 	} {
 		var r Request
 		if err := json.Unmarshal([]byte(s), &r); !errors.Is(err, ErrInvalid) {
