@@ -93,38 +93,48 @@ func TestDeployDocWorkerCodeIsCompiled(t *testing.T) {
 	}
 }
 
-// The SQS consumer's queue in docs/idempotency-table.yaml has a dead-letter
-// queue: a message that fails on every delivery (a payload that differs
-// from the one recorded under its key) stops after maxReceiveCount
-// receives instead of looping, and the dead-letter queue keeps it longer
-// than the queue did.
+// The SQS queue of each copy-paste template (the consumer's in
+// docs/idempotency-table.yaml, the ledger worker's in
+// docs/effects-table.yaml) has a dead-letter queue: a message that fails on
+// every delivery (a payload that differs from the one recorded under its
+// key, a body that is not the JSON the worker reads) stops after
+// maxReceiveCount receives instead of looping until the queue's retention
+// drops it unseen, and the dead-letter queue keeps it longer than the queue
+// did (RED_TEAM 490: the worker's queue had none).
 func TestSQSSnippetHasDeadLetterQueue(t *testing.T) {
-	b, err := os.ReadFile("docs/idempotency-table.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var tmpl struct {
-		Resources map[string]struct {
-			Type       string `yaml:"Type"`
-			Properties struct {
-				MessageRetentionPeriod int `yaml:"MessageRetentionPeriod"`
-				RedrivePolicy          *struct {
-					DeadLetterTargetArn string `yaml:"deadLetterTargetArn"`
-					MaxReceiveCount     int    `yaml:"maxReceiveCount"`
-				} `yaml:"RedrivePolicy"`
-			} `yaml:"Properties"`
-		} `yaml:"Resources"`
-	}
-	if err := yaml.Unmarshal([]byte(strings.NewReplacer("!Ref ", "", "!GetAtt ", "").Replace(string(b))), &tmpl); err != nil {
-		t.Fatal(err)
-	}
-	q := tmpl.Resources["OrdersQueue"].Properties
-	if q.RedrivePolicy == nil || q.RedrivePolicy.MaxReceiveCount < 1 {
-		t.Fatalf("OrdersQueue has no RedrivePolicy with a maxReceiveCount")
-	}
-	dlq, _, _ := strings.Cut(q.RedrivePolicy.DeadLetterTargetArn, ".")
-	d, ok := tmpl.Resources[dlq]
-	if !ok || d.Type != "AWS::SQS::Queue" || d.Properties.MessageRetentionPeriod < 1209600 {
-		t.Fatalf("the dead-letter queue %q is not a queue keeping messages 14 days: %+v", dlq, d)
+	for file, queue := range map[string]string{"docs/idempotency-table.yaml": "OrdersQueue", "docs/effects-table.yaml": "RefundsQueue"} {
+		t.Run(queue, func(t *testing.T) {
+			b, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tmpl struct {
+				Resources map[string]struct {
+					Type       string `yaml:"Type"`
+					Properties struct {
+						MessageRetentionPeriod int `yaml:"MessageRetentionPeriod"`
+						RedrivePolicy          *struct {
+							DeadLetterTargetArn string `yaml:"deadLetterTargetArn"`
+							MaxReceiveCount     int    `yaml:"maxReceiveCount"`
+						} `yaml:"RedrivePolicy"`
+					} `yaml:"Properties"`
+				} `yaml:"Resources"`
+			}
+			if err := yaml.Unmarshal([]byte(strings.NewReplacer("!Ref ", "", "!GetAtt ", "").Replace(string(b))), &tmpl); err != nil {
+				t.Fatal(err)
+			}
+			q, ok := tmpl.Resources[queue]
+			if !ok || q.Type != "AWS::SQS::Queue" {
+				t.Fatalf("%s has no queue %s", file, queue)
+			}
+			if q.Properties.RedrivePolicy == nil || q.Properties.RedrivePolicy.MaxReceiveCount < 1 {
+				t.Fatalf("%s: %s has no RedrivePolicy with a maxReceiveCount", file, queue)
+			}
+			dlq, _, _ := strings.Cut(q.Properties.RedrivePolicy.DeadLetterTargetArn, ".")
+			d, ok := tmpl.Resources[dlq]
+			if !ok || d.Type != "AWS::SQS::Queue" || d.Properties.MessageRetentionPeriod < 1209600 {
+				t.Fatalf("%s: the dead-letter queue %q is not a queue keeping messages 14 days: %+v", file, dlq, d)
+			}
+		})
 	}
 }
