@@ -90,7 +90,7 @@ func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) erro
 		Amount int    `json:"amount"`
 	}
 	if err := json.Unmarshal([]byte(m.Body), &in); err != nil {
-		return err
+		return fmt.Errorf("the body is not a refund request (JSON tenant, order, amount): %w", err)
 	}
 	id, err := identity.FromBusiness(identity.Business{Tenant: in.Tenant, Operation: "refund", Key: in.Order})
 	if err != nil {
@@ -105,7 +105,8 @@ func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) erro
 	if err != nil {
 		return err
 	}
-	log.Printf("order %s: %s (replayed %v)", in.Order, r.Value, r.Replayed)
+	// Log the message id, never the order (the refund's key) or a body.
+	log.Printf("message %s: refunded (replayed %v)", m.MessageId, r.Replayed)
 	return nil
 }
 

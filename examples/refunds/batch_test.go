@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// workerOn points the worker at a fresh effects table of e and builds its
+// ledger as main does.
+func workerOn(t *testing.T, e *dynamotest.Emulator) *ledger.Ledger {
+	t.Helper()
+	t.Setenv("DYNAMODB_ENDPOINT", e.Endpoint)
+	t.Setenv("EFFECTS_TABLE", e.CreateTable(t, "EffectsTable"))
+	t.Setenv("EFFECT_LEASE_SECONDS", "60")
+	t.Setenv("AWS_REGION", e.Region)
+	t.Setenv("AWS_ACCESS_KEY_ID", "idemkit")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "idemkit")
+	l, err := newLedger(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// syncBuffer is a log output the test reads after the worker wrote to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// captureLog sends the standard logger's output to a buffer for the test.
+func captureLog(t *testing.T) *syncBuffer {
+	var buf syncBuffer
+	prev, flags := log.Writer(), log.Flags()
+	log.SetOutput(&buf)
+	t.Cleanup(func() { log.SetOutput(prev); log.SetFlags(flags) })
+	return &buf
+}
+
+func failedIDs(resp events.SQSEventResponse) []string {
+	var ids []string
+	for _, f := range resp.BatchItemFailures {
+		ids = append(ids, f.ItemIdentifier)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// A batch with a body that is not JSON and one that names no order, among
+// two good refunds: exactly the two bad messages are reported in
+// batchItemFailures (the good ones acknowledged, each refunded once), each
+// logged with its message id and the reason; no log line carries an order
+// id (the refund's business key), a body or the provider's answer
+// (RED_TEAM 491: the worker logged the order id and the provider's answer
+// for every refund).
+func TestWorkerReportsOnlyTheFailedMessagesWithoutKeysInLogs(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		l := workerOn(t, e)
+		logs := captureLog(t)
+		order := fmt.Sprintf("order-%d", time.Now().UnixNano())
+		batch := events.SQSEvent{Records: []events.SQSMessage{
+			{MessageId: "m-ok-a", Body: `{"tenant":"acme","order":"` + order + `-a","amount":5}`},
+			{MessageId: "m-not-json", Body: `refund ` + order + `-x please`},
+			{MessageId: "m-no-order", Body: `{"tenant":"acme","amount":3}`},
+			{MessageId: "m-ok-b", Body: `{"tenant":"acme","order":"` + order + `-b","amount":7}`},
+		}}
+		before := refunds.Load()
+		for d := 1; d <= 2; d++ { // SQS redelivers the failed ones (and here, all)
+			got := failedIDs(handle(context.Background(), l, batch))
+			if want := []string{"m-no-order", "m-not-json"}; !slices.Equal(got, want) {
+				t.Fatalf("delivery %d: batchItemFailures %v, want %v", d, got, want)
+			}
+		}
+		if n := refunds.Load() - before; n != 2 {
+			t.Fatalf("the provider was called %d times for 2 good orders", n)
+		}
+		out := logs.String()
+		t.Logf("worker log:\n%s", out)
+		for _, id := range []string{"m-not-json", "m-no-order"} {
+			if !strings.Contains(out, id) {
+				t.Errorf("the log does not name the failed message %s", id)
+			}
+		}
+		for _, secret := range []string{order, "please", "re_"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the log carries %q (an order id, a body or the provider's answer)", secret)
+			}
+		}
+	})
+}
+
+// SQS delivers one batch to two invocations at once (a standard queue's
+// at-least-once delivery): each order reaches the provider once. A message
+// one invocation reports failed (its twin still in flight) is acknowledged
+// on its redelivery without a second refund.
+func TestWorkerParallelDuplicateDeliveriesRefundOnce(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		l := workerOn(t, e)
+		order := fmt.Sprintf("order-%d", time.Now().UnixNano())
+		var recs []events.SQSMessage
+		for i := range 3 {
+			recs = append(recs, events.SQSMessage{MessageId: fmt.Sprintf("m-%d", i),
+				Body: fmt.Sprintf(`{"tenant":"acme","order":"%s-%d","amount":%d}`, order, i, i+1)})
+		}
+		batch := events.SQSEvent{Records: recs}
+		before := refunds.Load()
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		failed := make([][]string, 2)
+		for g := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				failed[g] = failedIDs(handle(context.Background(), l, batch))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var again []events.SQSMessage
+		for _, m := range recs {
+			if slices.Contains(failed[0], m.MessageId) || slices.Contains(failed[1], m.MessageId) {
+				again = append(again, m)
+			}
+		}
+		if len(again) > 0 {
+			if got := failedIDs(handle(context.Background(), l, events.SQSEvent{Records: again})); len(got) != 0 {
+				t.Fatalf("the redelivery of %d messages reported %v", len(again), got)
+			}
+		}
+		if n := refunds.Load() - before; n != 3 {
+			t.Fatalf("the provider was called %d times for 3 orders delivered twice at once", n)
+		}
+	})
+}
