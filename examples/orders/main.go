@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -42,8 +43,7 @@ func handlers(ctx context.Context) (idem.HTTPAPIHandler, event.SQSHandler, error
 	if err != nil {
 		return nil, nil, err
 	}
-	// Each message once, keyed by its MessageId; only failed messages are
-	// reported back to SQS (ReportBatchItemFailures).
+	// Each message once, keyed by its MessageId; only failed ones go back to SQS (ReportBatchItemFailures).
 	consumer, err := event.SQS(guard, event.SQSConfig{Operation: "ship-order"}, shipOrder)
 	if err != nil {
 		return nil, nil, err
@@ -81,27 +81,29 @@ func newGuard(ctx context.Context) (*idem.Guard, error) {
 	return idem.New(guardConfig)
 }
 
-// placeOrder runs once per Idempotency-Key: a retry gets this response
-// replayed, with OpenWOP-Idempotent-Replay: true.
+// placeOrder runs once per Idempotency-Key: a retry gets its response replayed (OpenWOP-Idempotent-Replay: true).
 func placeOrder(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	var in struct {
 		Item string `json:"item"`
 		Qty  int    `json:"qty"`
 	}
-	if err := json.Unmarshal([]byte(ev.Body), &in); err != nil || in.Item == "" || in.Qty < 1 {
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded { // API Gateway encodes a body it takes for binary; the guard refused bad base64
+		body, _ = base64.StdEncoding.DecodeString(ev.Body)
+	}
+	if err := json.Unmarshal(body, &in); err != nil || in.Item == "" || in.Qty < 1 {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 400, Headers: map[string]string{"Content-Type": "application/json"},
 			Body: `{"error":"validation_error","message":"item and qty >= 1 are required"}`}, nil
 	}
 	orderID := fmt.Sprintf("ord_%d", time.Now().UnixNano())
-	body, _ := json.Marshal(map[string]any{"orderId": orderID, "item": in.Item, "qty": in.Qty})
-	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(body)}, nil
+	out, _ := json.Marshal(map[string]any{"orderId": orderID, "item": in.Item, "qty": in.Qty})
+	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(out)}, nil
 }
 
 // shipments counts shipOrder's runs (for the local try-out).
 var shipments atomic.Int64
 
-// shipOrder runs once per message; an error leaves the message to SQS's
-// redelivery, a success is never repeated.
+// shipOrder runs once per message: an error leaves it to SQS's redelivery; a success is never repeated.
 func shipOrder(ctx context.Context, m events.SQSMessage) error {
 	shipments.Add(1)
 	log.Printf("shipping message %s", m.MessageId) // never the body: it carries the order

@@ -9,9 +9,8 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
-// newMux serves POST /orders with net/http. guard.Middleware wraps the
-// whole mux: the pattern a request is routed to ("POST /orders") is the
-// operation that scopes its key.
+// newMux serves POST /orders with net/http. guard.Middleware wraps the whole mux: the
+// pattern a request is routed to ("POST /orders") is the operation that scopes its key.
 func newMux(guard *idem.Guard) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /orders", func(w http.ResponseWriter, r *http.Request) {
