@@ -157,3 +157,35 @@ func TestWorkerParallelDuplicateDeliveriesRefundOnce(t *testing.T) {
 		}
 	})
 }
+
+// A second message for an order already refunded that asks another amount
+// (a producer's bug, or a second refund the producer keyed like the first)
+// is reported failed, so it reaches the dead-letter queue and a person,
+// rather than acknowledged with the first refund's outcome as if its own
+// amount had been refunded (RED_TEAM 494). One asking the same amount is
+// the duplicate it is: acknowledged, nothing sent.
+func TestWorkerRefusesAnotherAmountForARefundedOrder(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		l := workerOn(t, e)
+		logs := captureLog(t)
+		order := fmt.Sprintf("order-%d", time.Now().UnixNano())
+		before := refunds.Load()
+		first := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-5", Body: `{"tenant":"acme","order":"` + order + `","amount":5}`}}}
+		if got := failedIDs(handle(context.Background(), l, first)); len(got) != 0 {
+			t.Fatalf("the first refund failed: %v", got)
+		}
+		later := events.SQSEvent{Records: []events.SQSMessage{
+			{MessageId: "m-7", Body: `{"tenant":"acme","order":"` + order + `","amount":7}`},
+			{MessageId: "m-5-again", Body: `{"tenant":"acme","order":"` + order + `","amount":5}`},
+		}}
+		if got := failedIDs(handle(context.Background(), l, later)); !slices.Equal(got, []string{"m-7"}) {
+			t.Fatalf("batchItemFailures %v, want [m-7] (another amount for a refunded order)", got)
+		}
+		if n := refunds.Load() - before; n != 1 {
+			t.Fatalf("the provider was called %d times for one order", n)
+		}
+		if out := logs.String(); !strings.Contains(out, "message m-7: ledger: effect") || !strings.Contains(out, "differs from the recorded request") {
+			t.Fatalf("the log does not say why m-7 failed:\n%s", out)
+		}
+	})
+}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -82,7 +83,10 @@ func handle(ctx context.Context, l *ledger.Ledger, ev events.SQSEvent) events.SQ
 
 // refundOnce keys the refund on its business identity (tenant, operation,
 // order): a redelivered message, or a second message for the same order,
-// gets the recorded outcome and sends nothing.
+// gets the recorded outcome and sends nothing. The amount is recorded as
+// the request's digest: a message for that order asking another amount
+// fails (*ledger.MismatchError), to the dead-letter queue, instead of
+// being answered with the first refund's outcome.
 func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) error {
 	var in struct {
 		Tenant string `json:"tenant"`
@@ -96,7 +100,9 @@ func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) erro
 	if err != nil {
 		return err
 	}
-	r, err := l.Do(ctx, ledger.Effect{Identity: id}, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+	digest := fmt.Sprintf("%x", sha256.Sum256([]byte(strconv.Itoa(in.Amount))))
+	eff := ledger.Effect{Identity: id, RequestDigest: digest, SemanticRecipe: "refund-amount-v1"}
+	r, err := l.Do(ctx, eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
 		// here: POST /refunds to the provider with "Idempotency-Key: " + c.ProviderKey;
 		// return ledger.NotSent(err) if it surely did not arrive, ledger.Uncertain(err) if it may have
 		refunds.Add(1)
