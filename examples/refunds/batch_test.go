@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // workerOn points the worker at a fresh effects table of e and builds its
@@ -188,4 +190,58 @@ func TestWorkerRefusesAnotherAmountForARefundedOrder(t *testing.T) {
 			t.Fatalf("the log does not say why m-7 failed:\n%s", out)
 		}
 	})
+}
+
+// panicOnSecondClaim is a store whose second claim panics: something in
+// one record's processing panicking (a provider client, a store wrapper).
+type panicOnSecondClaim struct {
+	ledger.Store
+	claims atomic.Int64
+}
+
+func (s *panicOnSecondClaim) Create(ctx context.Context, rec *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	if s.claims.Add(1) == 2 {
+		panic("the second refund's processing panicked")
+	}
+	return s.Store.Create(ctx, rec, now)
+}
+
+// A panic in one message's processing fails that message alone: the
+// others of the batch are refunded and acknowledged, the panicking one is
+// reported in batchItemFailures, as idem/event's SQS consumer does
+// (RED_TEAM 495: the panic failed the invocation, so SQS redelivered the
+// whole batch, and with the redrive policy all of it reached the
+// dead-letter queue together). The panic is not store behaviour: the
+// memory store is enough.
+func TestWorkerPanicFailsOnlyItsMessage(t *testing.T) {
+	store := &panicOnSecondClaim{Store: memstore.New()}
+	l, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := captureLog(t)
+	order := fmt.Sprintf("order-%d", time.Now().UnixNano())
+	var recs []events.SQSMessage
+	for _, s := range []string{"a", "b", "c"} {
+		recs = append(recs, events.SQSMessage{MessageId: "m-" + s, Body: `{"tenant":"acme","order":"` + order + `-` + s + `","amount":1}`})
+	}
+	before := refunds.Load()
+	var resp events.SQSEventResponse
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("the panic escaped the handler, failing the whole batch: %v", p)
+			}
+		}()
+		resp = handle(context.Background(), l, events.SQSEvent{Records: recs})
+	}()
+	if got := failedIDs(resp); !slices.Equal(got, []string{"m-b"}) {
+		t.Fatalf("batchItemFailures %v, want [m-b]", got)
+	}
+	if n := refunds.Load() - before; n != 2 {
+		t.Fatalf("the provider was called %d times, want 2 (m-a, m-c)", n)
+	}
+	if out := logs.String(); !strings.Contains(out, "message m-b: ") || strings.Contains(out, order) {
+		t.Fatalf("the log does not name m-b's failure, or names an order:\n%s", out)
+	}
 }

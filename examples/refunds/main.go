@@ -87,7 +87,12 @@ func handle(ctx context.Context, l *ledger.Ledger, ev events.SQSEvent) events.SQ
 // the request's digest: a message for that order asking another amount
 // fails (*ledger.MismatchError), to the dead-letter queue, instead of
 // being answered with the first refund's outcome.
-func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) error {
+func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) (err error) {
+	defer func() { // a panic fails this message alone, not the whole batch
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
 	var in struct {
 		Tenant string `json:"tenant"`
 		Order  string `json:"order"`
