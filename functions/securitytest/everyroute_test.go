@@ -116,13 +116,18 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 	}
 	ctx := context.Background()
 	// A failed run (retry, fork), a running one (a stale cancel waiting in
-	// the inbox), and the inbox entry.
+	// the inbox), another (pause, resume), and the inbox entry.
 	failed := create()
 	if _, err := k.Runs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	running := create()
 	if _, err := k.Runs.Transition(ctx, running.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A running run no cancel reaches: paused and resumed.
+	pausable := create()
+	if _, err := k.Runs.Transition(ctx, pausable.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	entry := func() string {
@@ -156,6 +161,28 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 		{"GET", "/runs/" + pid(failed) + "/events/poll?timeout=1", ""},
 		{"GET", "/host/effect-seams", ""},
 		{"POST", apifn.LiveWorkOrderPath, `{"work_order_number":"WO-` + inputSec + `","projects":[{"code":"P-1","name":"` + inputSec + `","quantity":2}]}`},
+		{"POST", "/runs/" + pid(pausable) + ":pause", `{"reason":"` + inputSec + `","drainPolicy":"immediate"}`},
+		{"POST", "/runs/" + pid(pausable) + ":resume", `{"reason":"` + inputSec + `"}`},
+		{"HEAD", "/inbox", ""},
+		{"HEAD", "/runs/" + pid(failed) + "/effects", ""},
+		{"HEAD", "/runs/" + pid(failed) + "/events", ""},
+		{"HEAD", "/runs/" + pid(failed) + "/events/poll?timeout=1", ""},
+		{"HEAD", "/host/effect-seams", ""},
+	}
+	// Every authorized route of the table is among them: a route added
+	// later is attacked here too, or this fails.
+	for _, r := range apifn.Routes {
+		if r.Public {
+			continue
+		}
+		met := false
+		for _, rq := range requests {
+			m, _, found, _ := apifn.MatchRoute(rq.method, strings.SplitN(rq.path, "?", 2)[0])
+			met = met || found && m.Route.Op == r.Op && rq.method == r.Method
+		}
+		if !met {
+			t.Errorf("route %s %s (%s) is not attacked: add a request for it", r.Method, r.Pattern, r.Op)
+		}
 	}
 	statuses := map[string]map[int]int{}
 	hit := map[string]int{} // the faults that met a call, by operation
