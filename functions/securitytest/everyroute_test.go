@@ -18,7 +18,9 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemenv"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -35,9 +37,30 @@ import (
 // answer carries the API key, an Idempotency-Key, a record id, a run input
 // or a webhook URL's path or query token.
 func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
+	everyRouteUnderStoreFaults(t, idem.Policy{}, nil, func(n int) string { return fmt.Sprintf("%s-every-route-key-%05d", marker, n) })
+}
+
+// TestNoCommerceKeyInLogsOnEveryRouteUnderStoreFaults is
+// TestNoSecretInLogsOnEveryRouteUnderStoreFaults under the commerce
+// policy, whose keys are any UTF-8 text without control characters: each
+// Idempotency-Key holds a quote, a backslash, HTML's special characters
+// and non-ASCII letters, which a log line or an error text would escape
+// (so a search for the raw key alone would miss them); the search is for
+// the marker every key holds, in whatever form.
+func TestNoCommerceKeyInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
+	attrs := map[string]any{commerce.CredentialNamespace: "shop", commerce.CredentialWorker: "checkout"}
+	everyRouteUnderStoreFaults(t, commerce.Policy, attrs, func(n int) string {
+		return fmt.Sprintf(`%s "quoted" \back <b>&amp; ünïcödé 日本 %05d`, marker, n)
+	})
+}
+
+// everyRouteUnderStoreFaults is the every-route attack under policy (the
+// default when zero), the authorizer's context carrying attrs beside the
+// tenant, the n-th request's Idempotency-Key being keyOf(n).
+func everyRouteUnderStoreFaults(t *testing.T, policy idem.Policy, attrs map[string]any, keyOf func(n int) string) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	env := settings.Env{
-		Idem:          idemenv.Env{Enabled: true, Table: e.CreateTable(t, "IdempotencyTable")},
+		Idem:          idemenv.Env{Enabled: true, Table: e.CreateTable(t, "IdempotencyTable"), Policy: policy},
 		RunsTable:     e.CreateTable(t, "RunsTable"),
 		EffectsTable:  e.CreateTable(t, "EffectsTable"),
 		CrossRegion:   settings.CrossRegionSingle,
@@ -65,7 +88,7 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 		n++
 		h := map[string]string{"authorization": "Bearer " + apiKey}
 		if method == http.MethodPost {
-			key := fmt.Sprintf("%s-every-route-key-%05d", marker, n)
+			key := keyOf(n)
 			keys = append(keys, key)
 			h["idempotency-key"] = key
 		}
@@ -81,7 +104,11 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 		ev.RequestContext.HTTP.Path = raw
 		ev.RequestContext.DomainName = "api.example.com"
 		ev.RequestContext.RequestID = fmt.Sprintf("req-%d", n)
-		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authfn.ContextTenantKey: tenant}}
+		lambda := map[string]any{authfn.ContextTenantKey: tenant}
+		for k, v := range attrs {
+			lambda[k] = v
+		}
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: lambda}
 		if query != "" {
 			ev.QueryStringParameters = map[string]string{}
 			for _, kv := range strings.Split(query, "&") {
