@@ -20,8 +20,8 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemenv"
-	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
