@@ -75,7 +75,13 @@ func JWTClaim(name string) TenantSource {
 }
 
 // IAMPrincipal uses the IAM caller of a SigV4-signed request (IAM
-// authorization) as the tenant.
+// authorization) as the tenant: its user ARN, else its caller id. For an
+// assumed role that is the role session, whose name whoever assumes the
+// role chooses, so callers of one role under one session name are one
+// tenant and share their keys' records and answers: every user of an
+// Amazon Cognito identity pool (session CognitoIdentityCredentials) is
+// one tenant. Where the users of one role are different parties, take the
+// tenant from a credential that names the user (JWTClaim, AuthorizerKey).
 func IAMPrincipal() TenantSource {
 	return TenantSource{Kind: tenantIAMPrincipal}
 }
