@@ -58,9 +58,11 @@ func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) err
 	if Mutating(req.Method) {
 		return http.ErrUseLastResponse
 	}
-	req.Header.Del(keyHeader)
+	// net/http copies the first request's header map to the hop as it is
+	// spelled: every spelling goes (RED_TEAM 501).
+	delHeader(req.Header, keyHeader)
 	for _, h := range credentialHeaders {
-		req.Header.Del(h)
+		delHeader(req.Header, h)
 	}
 	return nil
 }

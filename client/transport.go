@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -111,7 +112,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 
-	key := req.Header.Get(c.KeyHeader)
+	key := headerValue(req.Header, c.KeyHeader)
 	if key == "" {
 		key = keyFrom(req.Context())
 	}
@@ -215,6 +216,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// a map): the attempt's own, the caller's left as it is.
 			r.Header = make(http.Header)
 		}
+		delHeader(r.Header, c.KeyHeader) // the caller's, under any spelling
 		r.Header.Set(c.KeyHeader, key)
 		r.ContentLength = length
 		if r.Body, err = body(); err != nil {
@@ -295,7 +297,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPeek))
 			resp.Body.Close()
 		}
-		if serr := c.Sleep(ctx, wait); serr != nil {
+		serr := c.Sleep(ctx, wait)
+		if serr == nil {
+			// The wait's end and the context's can come at once (a
+			// select picks either): a cancelled call makes no further
+			// attempt, whatever its base does with the context
+			// (RED_TEAM 502).
+			serr = ctx.Err()
+		}
+		if serr != nil {
 			if err == nil {
 				err = serr
 			} else {
@@ -339,6 +349,38 @@ func replayableBody(req *http.Request) (body func() (io.ReadCloser, error), leng
 		return nil, 0, fmt.Errorf("client: reading request body: %w", err)
 	}
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, int64(len(b)), nil
+}
+
+// headerValue returns the first value of the header name in h under any
+// spelling of the name, or "". A header map is a plain map that a caller
+// may fill under any spelling (http.Header{"idempotency-key": …}), and
+// net/http sends every entry as it is spelled: a key set so is the
+// caller's key all the same (RED_TEAM 500). The canonical spelling is
+// looked at first, then the others in sorted order.
+func headerValue(h http.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	var names []string
+	for k, v := range h {
+		if len(v) > 0 && v[0] != "" && strings.EqualFold(k, name) {
+			names = append(names, k)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return h[names[0]][0]
+}
+
+// delHeader deletes the header name from h under every spelling.
+func delHeader(h http.Header, name string) {
+	for k := range h {
+		if strings.EqualFold(k, name) {
+			delete(h, k)
+		}
+	}
 }
 
 func closeReqBody(req *http.Request) {

@@ -283,6 +283,14 @@ func TestNeverRetried(t *testing.T) {
 		"forbidden":       envelope(403, "forbidden"),
 		"not found":       envelope(404, "not_found"),
 		"422":             envelope(422, "unprocessable", "Retry-After", "1"),
+		// The key's answer was not kept (idemkit's Guard): a retry under
+		// the key meets it again, and it never runs twice.
+		"response not kept": envelope(410, "idemkit.response_not_kept"),
+		// Mismatches in the ERP and commerce policies' spellings, and a
+		// 422 an API outside OpenWOP answers a reused key with.
+		"ERP mismatch":      envelope(409, "IDEMPOTENCY_KEY_CONFLICT"),
+		"commerce mismatch": envelope(409, "idempotency-mismatch"),
+		"422 key reused":    envelope(422, "idempotency_key_reused", "Retry-After", "1"),
 	}
 	for name, st := range cases {
 		t.Run(name, func(t *testing.T) {
