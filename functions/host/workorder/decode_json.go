@@ -60,7 +60,7 @@ func decodeJSON(body []byte) (WorkOrder, error) {
 		return w, err
 	}
 	if _, err := d.dec.Token(); err != io.EOF {
-		return w, &canon.ValidationError{Message: "more than one JSON value"}
+		return w, &canon.ValidationError{Message: "data after the work order's JSON object (the object must be the whole body)"}
 	}
 	return w, nil
 }

@@ -35,3 +35,46 @@ func TestMalformedBodyMessagesAreTheHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantityAndTrailingDataMessagesSayWhatIsWrong: a refusal names the
+// rule the body broke. A quantity of ten digits or more is written as
+// digits, in the form JSON writes an integer, and is refused for its size
+// (at most nine digits, docs/POLICIES.md): before, it was told to be
+// "written as digits (no sign '+', leading zero, fraction or exponent)",
+// which it was. Bytes after the work order's object that are no JSON
+// value ("x", a stray "}") were "more than one JSON value" (RED_TEAM 503).
+func TestQuantityAndTrailingDataMessagesSayWhatIsWrong(t *testing.T) {
+	const ok = `{"work_order_number":"WO-1","projects":[{"code":"P-1","quantity":2}]}`
+	q := func(n string) string {
+		return `{"work_order_number":"WO-1","projects":[{"code":"P-1","quantity":` + n + `}]}`
+	}
+	qx := func(n string) string {
+		return `<work_order><work_order_number>WO-1</work_order_number><projects><project><code>P-1</code><quantity>` + n + `</quantity></project></projects></work_order>`
+	}
+	for _, c := range []struct{ mt, body, want, not string }{
+		{"application/json", q("1000000000"), "at most nine digits", "written as digits"},
+		{"application/json", q("99999999999999999999999"), "at most nine digits", "written as digits"},
+		{"application/json", q("-1000000000"), "at most nine digits", "written as digits"},
+		{"application/xml", qx("1000000000"), "at most nine digits", "written as digits"},
+		{"application/json", q("1.5"), "fraction or exponent", "nine digits"},
+		{"application/json", q("1e3"), "fraction or exponent", "nine digits"},
+		{"application/xml", qx("+2"), "sign", "nine digits"},
+		{"application/json", ok + " x", "after the work order", "more than one"},
+		{"application/json", ok + "}", "after the work order", "more than one"},
+		{"application/json", ok + ok, "after the work order", ""},
+	} {
+		_, err := Decode(c.mt, []byte(c.body))
+		var ve *canon.ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s %q: %v, want a validation error", c.mt, c.body, err)
+			continue
+		}
+		if !strings.Contains(ve.Message, c.want) || c.not != "" && strings.Contains(ve.Message, c.not) {
+			t.Errorf("%s %q: %q, want it to say %q (and not %q)", c.mt, c.body, ve.Message, c.want, c.not)
+		}
+	}
+	// Nine digits are a quantity.
+	if v, err := Decode("application/json", []byte(q("999999999"))); err != nil || v.(WorkOrder).Projects[0].Quantity != 999999999 {
+		t.Errorf("nine digits: %v %v", v, err)
+	}
+}

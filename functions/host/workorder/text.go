@@ -41,14 +41,15 @@ func parseQuantity(field, s string) (int, error) {
 	bad := &canon.ValidationError{Field: field, Message: "quantity must be an integer written as digits (no sign '+', leading zero, fraction or exponent)"}
 	neg := strings.HasPrefix(s, "-")
 	d := strings.TrimPrefix(s, "-")
-	if d == "" || len(d) > maxQuantityDigits || len(d) > 1 && d[0] == '0' {
+	if d == "" || len(d) > 1 && d[0] == '0' || strings.Trim(d, "0123456789") != "" {
 		return 0, bad
+	}
+	if len(d) > maxQuantityDigits {
+		// Written right, too long: say so, not how to write it (RED_TEAM 503).
+		return 0, &canon.ValidationError{Field: field, Message: "quantity must be at most nine digits (999999999)"}
 	}
 	n := 0
 	for i := 0; i < len(d); i++ {
-		if d[i] < '0' || d[i] > '9' {
-			return 0, bad
-		}
 		n = n*10 + int(d[i]-'0')
 	}
 	if neg {
