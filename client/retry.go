@@ -132,7 +132,7 @@ const commerceReplayHeader = "Idempotent-Replayed"
 // action as it is now, final. whole is false when the body broke off.
 func pendingAnswer(req *http.Request, resp *http.Response) (pending, whole bool) {
 	if resp.StatusCode != http.StatusAccepted || !IsReplay(resp.Header, commerceReplayHeader) ||
-		strings.EqualFold(strings.TrimSpace(req.Header.Get(modeHeader)), "async") {
+		strings.EqualFold(strings.TrimSpace(headerValue(req.Header, modeHeader)), "async") {
 		return false, true
 	}
 	head, whole := peek(resp)
