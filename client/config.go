@@ -60,7 +60,8 @@ type Config struct {
 	NewKey func() string
 
 	// ReplayHeaders are the response headers whose value "true" (any case)
-	// marks an answer served from the server's idempotency cache. Default
+	// marks an answer served from the server's idempotency cache; an
+	// empty, non-nil list recognises none. Default
 	// {"OpenWOP-Idempotent-Replay", "Idempotency-Replayed", "Idempotent-Replayed"}
 	// (the spellings of the OpenWOP default policy, the ERP policy and the
 	// commerce platform's policy).
@@ -68,7 +69,7 @@ type Config struct {
 
 	// InFlightCodes are the error codes (the envelope's "error" field, or a
 	// "code" field) of a 409 that means "the same key is being processed;
-	// retry later". Any other 409 is final. Default
+	// retry later" (an empty, non-nil list: none). Any other 409 is final. Default
 	// {"idempotency_in_flight", "IDEMPOTENCY_REQUEST_IN_PROGRESS"}.
 	InFlightCodes []string
 

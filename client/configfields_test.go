@@ -86,4 +86,19 @@ func TestConfigFieldsDoWhatTheySay(t *testing.T) {
 			t.Fatalf("a default marker counted though ReplayHeaders replaced them: err %v resp %+v", err, resp)
 		}
 	})
+	// An empty, non-nil list replaces the defaults with none, as an empty
+	// InFlightCodes does: before, the Transport's check fell back to the
+	// defaults for an empty list, so a 503 marked with one of them was
+	// final and a 201 so marked a replay (RED_TEAM 504).
+	t.Run("no ReplayHeaders", func(t *testing.T) {
+		s := newScripted(t, status(503, "OpenWOP-Idempotent-Replay", "true"), status(201, "Idempotent-Replayed", "true"))
+		var w waits
+		cfg := fastConfig(&w)
+		cfg.ReplayHeaders = []string{}
+		c := mustNew(t, cfg)
+		resp, _, err := post(t, c, s.srv.URL, `{}`)
+		if err != nil || resp.StatusCode != 201 || resp.Attempts != 2 || resp.Replayed {
+			t.Fatalf("err %v resp %+v; want the 503 retried and the 201 not a replay", err, resp)
+		}
+	})
 }

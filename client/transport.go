@@ -81,6 +81,13 @@ func IsReplay(h http.Header, names ...string) bool {
 	if len(names) == 0 {
 		names = DefaultReplayHeaders
 	}
+	return marked(h, names)
+}
+
+// marked reports whether h carries one of the replay markers names (none
+// when names is empty: the Transport's Config.ReplayHeaders, an empty list
+// of which recognises no marker, RED_TEAM 504).
+func marked(h http.Header, names []string) bool {
 	for _, n := range names {
 		if strings.EqualFold(strings.TrimSpace(h.Get(n)), "true") {
 			return true
@@ -101,7 +108,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !Mutating(req.Method) {
 		resp, err := c.Base.RoundTrip(req)
 		cs.attempts++
-		cs.replayed = cs.replayed || err == nil && IsReplay(resp.Header, c.ReplayHeaders...)
+		cs.replayed = cs.replayed || err == nil && marked(resp.Header, c.ReplayHeaders)
 		if rec != nil {
 			*rec = Result{Key: cs.key, Attempts: cs.attempts, Replayed: cs.replayed}
 		}
@@ -245,7 +252,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// whole. From here on the answer is in hand.
 			var cut bool
 			v, cut = classify(resp, c.InFlightCodes)
-			if IsReplay(resp.Header, c.ReplayHeaders...) {
+			if marked(resp.Header, c.ReplayHeaders) {
 				switch pending, whole := pendingAnswer(r, resp); {
 				case cut:
 					// A replay whose body broke off never arrived whole:
@@ -322,7 +329,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // it arrived: the server answered, and its answer is the call's outcome.
 func (t *Transport) deliver(resp *http.Response, res *Result, c *Config, stopTimer func() bool, cancel context.CancelFunc) (*http.Response, error) {
 	stopTimer()
-	res.Replayed = IsReplay(resp.Header, c.ReplayHeaders...)
+	res.Replayed = marked(resp.Header, c.ReplayHeaders)
 	if resp.Body == nil {
 		cancel()
 	} else {
