@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/idem/canon"
@@ -110,7 +111,8 @@ func (d *jsonReader) object(at string, member func(name, at string) error) error
 			return err
 		}
 		name := t.(string) // a member name is always a string token
-		ptr := at + "/" + name
+		// A JSON Pointer: "~" and "/" in the name escaped (RED_TEAM 505).
+		ptr := at + "/" + pointerEscaper.Replace(name)
 		if seen[name] {
 			return &canon.ValidationError{Field: ptr, Message: "member given twice"}
 		}
@@ -122,6 +124,9 @@ func (d *jsonReader) object(at string, member func(name, at string) error) error
 	_, err = d.token(at) // '}'
 	return err
 }
+
+// pointerEscaper escapes a member name as a JSON Pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // array reads an array, calling elem for each element.
 func (d *jsonReader) array(at string, elem func(i int, at string) error) error {

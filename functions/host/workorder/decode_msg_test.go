@@ -78,3 +78,24 @@ func TestQuantityAndTrailingDataMessagesSayWhatIsWrong(t *testing.T) {
 		t.Errorf("nine digits: %v %v", v, err)
 	}
 }
+
+// TestUnknownMemberFieldIsAPointerToIt: details.field is a JSON Pointer
+// (RFC 6901) to the member refused, so a member name holding "/" or "~"
+// is escaped (~1, ~0). Before, the name was joined as it is: a member
+// named "projects/0/code" was reported as the field /projects/0/code, a
+// member of the contract the caller never got wrong (RED_TEAM 505).
+func TestUnknownMemberFieldIsAPointerToIt(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"projects/0/code":1}`: "/projects~10~1code",
+		`{"a~b":1}`:             "/a~0b",
+		`{"~1":1}`:              "/~01",
+		`{"work_order_number":"WO-1","projects":[{"code":"P-1","quantity":2,"x/y":1}]}`:      "/projects/0/x~1y",
+		`{"work_order_number":"WO-1","projects":[{"code":"P-1","quantity":2,"code":"P-2"}]}`: "/projects/0/code",
+	} {
+		_, err := Decode("application/json", []byte(body))
+		var ve *canon.ValidationError
+		if !errors.As(err, &ve) || ve.Field != want {
+			t.Errorf("%s: %v, want a validation error naming %s", body, err, want)
+		}
+	}
+}
