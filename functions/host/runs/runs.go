@@ -379,8 +379,10 @@ type RunStore interface {
 	// too the paused runs whose run.paused is held for the node their
 	// execution drains (PauseStore.Pause) with no renewal since: the
 	// caller's Claim refuses them (not live) and it records their event
-	// (PauseStore.ReleaseStalePause). It may be eventually consistent (a
-	// GSI) and may list parked runs: the caller claims each run (Claim),
+	// (PauseStore.ReleaseStalePause). It never lists a parked run, which
+	// is Due's until Resume takes it, however long ago it parked: parked
+	// runs never fill the limit ahead of the runs a pass is for. It may be
+	// eventually consistent (a GSI): the caller claims each run (Claim),
 	// which re-checks everything.
 	Stale(ctx context.Context, before time.Time, limit int) ([]string, error)
 	// Claim takes a stale run for one execution: a compare-and-set that

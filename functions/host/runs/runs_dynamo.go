@@ -1093,9 +1093,13 @@ func (d *DynamoRuns) Park(ctx context.Context, id string, epoch int64, w Wake, n
 
 // scheduleUpdate is the write of Schedule and Park: the wake attributes
 // (wakeShard among them, so the byWake index lists the run), updatedAt and
-// a new version logging the wake.
+// a new version logging the wake. It removes liveShard: a parked run is
+// Due's, not Stale's (Resume writes it back), so parked runs, which
+// Claim refuses, never fill a stale-run pass's page ahead of the stranded
+// runs it is for (RED_TEAM 510).
 func scheduleUpdate(w Wake, now time.Time) expression.UpdateBuilder {
 	upd := expression.Set(expression.Name(runAttrWake), expression.Value(wakeShard)).
+		Remove(expression.Name(runAttrLive)).
 		Set(expression.Name(runAttrWakeAt), expression.Value(w.At.UnixMilli())).
 		Set(expression.Name(runAttrWakeN), expression.Value(w.Attempt)).
 		Set(expression.Name(runAttrWakeMax), expression.Value(w.MaxAttempts)).

@@ -20,9 +20,10 @@ import (
 // gave up during a store outage, a crash between reading and handling).
 // Every live run therefore stays findable by its last progress: the sparse
 // byLive index of RunsTable holds exactly the pending and running runs
-// (liveShard is written by Create and removed by every terminal
-// Transition), sorted by updatedAt, which every write of the run's
-// progress moves (Transition, NoteFailure, Schedule, Park, Claim). A pass over
+// that are not parked (liveShard is written by Create and Resume, and
+// removed by Schedule, Park and every terminal Transition; a parked run is
+// found by Due), sorted by updatedAt, which every write of the run's
+// progress moves (Transition, NoteFailure, Claim, Renew). A pass over
 // it (execfn.Executor.ResumeStale) finds the runs without progress for
 // longer than a bound and claims each with a compare-and-set on updatedAt
 // (Claim) before executing it, so two resumers never both take a run, and
@@ -40,8 +41,9 @@ import (
 // found; nor are runs paused while draining before paused runs kept it.
 
 // indexByLive is the RunsTable GSI serving Stale: partition liveShard
-// (liveShards values "live#0".., present only on live runs and on paused
-// runs holding their run.paused for a draining node), sort updatedAt.
+// (liveShards values "live#0".., present only on live runs that are not
+// parked and on paused runs holding their run.paused for a draining
+// node), sort updatedAt.
 const indexByLive = "byLive"
 
 // liveShards spreads the live runs over this many index partitions (one
@@ -61,7 +63,7 @@ func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]strin
 	defer m.mu.Unlock()
 	var stale []Run
 	for _, r := range m.runs {
-		if (live(r.Status) || drainHeld(r)) && !r.UpdatedAt.After(before) {
+		if (live(r.Status) && r.Wake.IsZero() || drainHeld(r)) && !r.UpdatedAt.After(before) {
 			stale = append(stale, r)
 		}
 	}
@@ -201,15 +203,17 @@ func (d *DynamoRuns) Adopt(ctx context.Context, id string, now time.Time) (Run, 
 }
 
 // Resume implements RunStore: one UpdateItem (REMOVE the wake attributes,
-// wakeShard among them, so the byWake index drops the run; SET updatedAt;
-// ADD claimEpoch 1; a new version) conditional on the run existing, being
-// live, parked and due (wakeAt <= now).
+// wakeShard among them, so the byWake index drops the run; SET liveShard,
+// so the byLive index lists it again, and updatedAt; ADD claimEpoch 1; a
+// new version) conditional on the run existing, being live, parked and
+// due (wakeAt <= now).
 func (d *DynamoRuns) Resume(ctx context.Context, id string, now time.Time) (Run, error) {
 	cond := liveRun().
 		And(expression.AttributeExists(expression.Name(runAttrWake))).
 		And(expression.Name(runAttrWakeAt).LessThanEqual(expression.Value(now.UnixMilli())))
 	upd := expression.Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
 		Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL)).
+		Set(expression.Name(runAttrLive), expression.Value(liveShardOf(id))).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
 		Add(expression.Name(runAttrEpoch), expression.Value(1))
 	upd = newVersion(upd, version(fieldWake, nil))

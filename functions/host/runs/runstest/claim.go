@@ -303,3 +303,37 @@ func renewLostAnswer(t *testing.T, e *env) {
 		}
 	}
 }
+
+// staleLeavesParked: a parked run (its next try scheduled, Due lists it
+// when due) is not listed by Stale however long ago it parked, so parked
+// runs never fill a pass's limit ahead of the runs the pass is for: a
+// pass that listed them claimed none of them (Claim refuses a parked
+// run) and never reached a stranded run listed after them (RED_TEAM
+// 510). Once resumed it is listed again when it stops progressing.
+func staleLeavesParked(t *testing.T, e *env) {
+	parked := e.running(t, 0)
+	if _, err := e.st.Park(e.ctx, parked.ID, parked.Epoch, runs.Wake{At: e.at(time.Hour)}, e.now); err != nil {
+		t.Fatal(err)
+	}
+	scheduled := e.newRun(t, 0)
+	if err := e.st.Schedule(e.ctx, scheduled.ID, runs.Wake{At: e.at(time.Hour)}, e.now); err != nil {
+		t.Fatal(err)
+	}
+	stranded := e.running(t, time.Second)
+	before := e.at(window)
+	for _, limit := range []int{1, 0} {
+		ids, err := e.st.Stale(e.ctx, before, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) != 1 || ids[0] != stranded.ID {
+			t.Fatalf("stale (limit %d): %v, want the stranded run %s alone (not the parked %s and %s)", limit, ids, stranded.ID, parked.ID, scheduled.ID)
+		}
+	}
+	if _, err := e.st.Resume(e.ctx, parked.ID, e.at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !e.stale(t, e.at(2*time.Hour), parked.ID) {
+		t.Fatal("a resumed run whose executor stopped is not listed stale")
+	}
+}

@@ -175,7 +175,15 @@ func retentionLiveNever(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.checkExpiry(t, "parked by its execution", got, time.Time{})
-	if !e.stale(t, e.at(4*window), r.ID) {
+	// Parked, it is Due's (not Stale's: RED_TEAM 510); resumed, Stale's.
+	if !e.due(t, e.at(time.Hour), r.ID) {
+		t.Fatal("a parked run of a store with a retention is not listed due")
+	}
+	if got, err = e.st.Resume(e.ctx, r.ID, e.at(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	e.checkExpiry(t, "resumed", got, time.Time{})
+	if !e.stale(t, e.at(2*time.Hour), r.ID) {
 		t.Fatal("a live run of a store with a retention is not listed stale")
 	}
 }

@@ -286,6 +286,7 @@ var cases = []testCase{
 	{"Stale/Lists", staleLists},
 	{"Stale/Race", staleRace},
 	{"Stale/LostAnswer", staleLostAnswer},
+	{"Stale/LeavesParked", staleLeavesParked},
 	{"Claim/CompareAndSet", claimCAS},
 	{"Claim/Race", claimRace},
 	{"Claim/LostAnswer", claimLostAnswer},
