@@ -75,13 +75,18 @@ func JWTClaim(name string) TenantSource {
 }
 
 // IAMPrincipal uses the IAM caller of a SigV4-signed request (IAM
-// authorization) as the tenant: its user ARN, else its caller id. For an
-// assumed role that is the role session, whose name whoever assumes the
-// role chooses, so callers of one role under one session name are one
-// tenant and share their keys' records and answers: every user of an
-// Amazon Cognito identity pool (session CognitoIdentityCredentials) is
-// one tenant. Where the users of one role are different parties, take the
-// tenant from a credential that names the user (JWTClaim, AuthorizerKey).
+// authorization) as the tenant: its user ARN, else its caller id, and,
+// when the request carries an Amazon Cognito identity id (a user of an
+// identity pool: HTTP API requestContext.authorizer.iam.cognitoIdentity.identityId,
+// REST requestContext.identity.cognitoIdentityId), that id too, a space
+// after the principal: every user of an identity pool calls as one role
+// session (CognitoIdentityCredentials), and the identity id tells them
+// apart. Without an identity id an assumed role's tenant is its role
+// session, whose name whoever assumes the role chooses: every caller that
+// holds the role can name any session, so the role's sessions are then
+// one party's to share. Where the users of one role are different parties
+// and no identity pool names them, take the tenant from a per-user
+// authorizer (JWTClaim, AuthorizerKey).
 func IAMPrincipal() TenantSource {
 	return TenantSource{Kind: tenantIAMPrincipal}
 }
@@ -175,10 +180,7 @@ func (s TenantSource) tenantV2(a *events.APIGatewayV2HTTPRequestContextAuthorize
 		}
 	case tenantIAMPrincipal:
 		if a.IAM != nil {
-			if a.IAM.UserARN != "" {
-				return a.IAM.UserARN
-			}
-			return a.IAM.CallerID
+			return iamTenant(a.IAM.UserARN, a.IAM.CallerID, a.IAM.CognitoIdentity.IdentityID)
 		}
 	}
 	return ""
@@ -199,12 +201,35 @@ func (s TenantSource) TenantV1(rc *events.APIGatewayProxyRequestContext) string 
 			return c[s.name()]
 		}
 	case tenantIAMPrincipal:
-		if rc.Identity.UserArn != "" {
-			return rc.Identity.UserArn
-		}
-		return rc.Identity.Caller
+		return iamTenant(rc.Identity.UserArn, rc.Identity.Caller, rc.Identity.CognitoIdentityID)
 	}
 	return ""
+}
+
+// iamTenant is the tenant of an IAM caller: its user ARN, else its caller
+// id, followed, when the request carries an Amazon Cognito identity id (an
+// identity pool's user, RED_TEAM 540), by a space and that id. Every user
+// of an identity pool calls as one role session, so without the id they
+// would be one tenant and be answered one another's replays.
+//
+// The space cannot occur in the principal, so the tenant of a caller with
+// an identity id never equals one without (nor another principal's with
+// another id): an ARN's parts are drawn from printable ASCII without the
+// space (IAM paths from '!' to DEL, IAM user, role and session names from
+// letters, digits and +=,.@_-), and a caller id is a unique id (letters
+// and digits) or one and a session name joined by ':'. A principal's first
+// space therefore ends it. A caller without an identity id keeps the
+// principal alone, its tenant (and record ids) unchanged. No principal is
+// no tenant, whatever identity id the context carries.
+func iamTenant(userARN, callerID, identityID string) string {
+	p := userARN
+	if p == "" {
+		p = callerID
+	}
+	if p == "" || identityID == "" {
+		return p
+	}
+	return p + " " + identityID
 }
 
 // requireTenant panics when the guard has no tenant source for adapter
