@@ -92,7 +92,7 @@ func TestWorkerReportsOnlyTheFailedMessagesWithoutKeysInLogs(t *testing.T) {
 		}}
 		before := refunds.Load()
 		for d := 1; d <= 2; d++ { // SQS redelivers the failed ones (and here, all)
-			got := failedIDs(handle(context.Background(), l, batch))
+			got := failedIDs(handle(context.Background(), l, "acme", batch))
 			if want := []string{"m-no-order", "m-not-json"}; !slices.Equal(got, want) {
 				t.Fatalf("delivery %d: batchItemFailures %v, want %v", d, got, want)
 			}
@@ -138,7 +138,7 @@ func TestWorkerParallelDuplicateDeliveriesRefundOnce(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				failed[g] = failedIDs(handle(context.Background(), l, batch))
+				failed[g] = failedIDs(handle(context.Background(), l, "acme", batch))
 			}()
 		}
 		close(start)
@@ -150,7 +150,7 @@ func TestWorkerParallelDuplicateDeliveriesRefundOnce(t *testing.T) {
 			}
 		}
 		if len(again) > 0 {
-			if got := failedIDs(handle(context.Background(), l, events.SQSEvent{Records: again})); len(got) != 0 {
+			if got := failedIDs(handle(context.Background(), l, "acme", events.SQSEvent{Records: again})); len(got) != 0 {
 				t.Fatalf("the redelivery of %d messages reported %v", len(again), got)
 			}
 		}
@@ -173,14 +173,14 @@ func TestWorkerRefusesAnotherAmountForARefundedOrder(t *testing.T) {
 		order := fmt.Sprintf("order-%d", time.Now().UnixNano())
 		before := refunds.Load()
 		first := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m-5", Body: `{"tenant":"acme","order":"` + order + `","amount":5}`}}}
-		if got := failedIDs(handle(context.Background(), l, first)); len(got) != 0 {
+		if got := failedIDs(handle(context.Background(), l, "acme", first)); len(got) != 0 {
 			t.Fatalf("the first refund failed: %v", got)
 		}
 		later := events.SQSEvent{Records: []events.SQSMessage{
 			{MessageId: "m-7", Body: `{"tenant":"acme","order":"` + order + `","amount":7}`},
 			{MessageId: "m-5-again", Body: `{"tenant":"acme","order":"` + order + `","amount":5}`},
 		}}
-		if got := failedIDs(handle(context.Background(), l, later)); !slices.Equal(got, []string{"m-7"}) {
+		if got := failedIDs(handle(context.Background(), l, "acme", later)); !slices.Equal(got, []string{"m-7"}) {
 			t.Fatalf("batchItemFailures %v, want [m-7] (another amount for a refunded order)", got)
 		}
 		if n := refunds.Load() - before; n != 1 {
@@ -233,7 +233,7 @@ func TestWorkerPanicFailsOnlyItsMessage(t *testing.T) {
 				t.Fatalf("the panic escaped the handler, failing the whole batch: %v", p)
 			}
 		}()
-		resp = handle(context.Background(), l, events.SQSEvent{Records: recs})
+		resp = handle(context.Background(), l, "acme", events.SQSEvent{Records: recs})
 	}()
 	if got := failedIDs(resp); !slices.Equal(got, []string{"m-b"}) {
 		t.Fatalf("batchItemFailures %v, want [m-b]", got)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -31,9 +32,26 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	tenant, err := tenantFromEnv()
+	if err != nil {
+		log.Fatal(err)
+	}
 	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-		return handle(ctx, l, ev), nil
+		return handle(ctx, l, tenant, ev), nil
 	})
+}
+
+// tenantFromEnv is the tenant this worker refunds for: TENANT, required.
+// It is the worker's configuration, never a message's: whoever may send to
+// the queue could name any tenant in a body. Give each tenant its own queue
+// (whose send grant is that tenant's producer) and worker. No default: a
+// fixed one would make every worker deployed without TENANT one tenant,
+// sharing one another's recorded refunds.
+func tenantFromEnv() (string, error) {
+	if t := os.Getenv("TENANT"); t != "" {
+		return t, nil
+	}
+	return "", errors.New("TENANT is not set: name the tenant whose refund queue this worker reads")
 }
 
 // newLedger builds the ledger on the table named by EFFECTS_TABLE, with the
@@ -70,10 +88,10 @@ func newLedger(ctx context.Context) (*ledger.Ledger, error) {
 
 // handle makes each message's refund; only the messages whose refund did
 // not complete go back to SQS (ReportBatchItemFailures).
-func handle(ctx context.Context, l *ledger.Ledger, ev events.SQSEvent) events.SQSEventResponse {
+func handle(ctx context.Context, l *ledger.Ledger, tenant string, ev events.SQSEvent) events.SQSEventResponse {
 	var resp events.SQSEventResponse
 	for _, m := range ev.Records {
-		if err := refundOnce(ctx, l, m); err != nil {
+		if err := refundOnce(ctx, l, tenant, m); err != nil {
 			log.Printf("message %s: %v", m.MessageId, err)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
 		}
@@ -81,13 +99,14 @@ func handle(ctx context.Context, l *ledger.Ledger, ev events.SQSEvent) events.SQ
 	return resp
 }
 
-// refundOnce keys the refund on its business identity (tenant, operation,
-// order): a redelivered message, or a second message for the same order,
-// gets the recorded outcome and sends nothing. The amount is recorded as
-// the request's digest: a message for that order asking another amount
-// fails (*ledger.MismatchError), to the dead-letter queue, instead of
-// being answered with the first refund's outcome.
-func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) (err error) {
+// refundOnce keys the refund on its business identity (the worker's tenant,
+// operation, order): a redelivered message, or a second message for the
+// same order, gets the recorded outcome and sends nothing. The amount is
+// recorded as the request's digest: a message for that order asking another
+// amount fails (*ledger.MismatchError), to the dead-letter queue, instead of
+// being answered with the first refund's outcome. So does a message whose
+// body names another tenant: sent to the wrong queue, or forged.
+func refundOnce(ctx context.Context, l *ledger.Ledger, tenant string, m events.SQSMessage) (err error) {
 	defer func() { // a panic fails this message alone, not the whole batch
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
@@ -99,9 +118,12 @@ func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) (err
 		Amount int    `json:"amount"`
 	}
 	if err := json.Unmarshal([]byte(m.Body), &in); err != nil {
-		return fmt.Errorf("the body is not a refund request (JSON tenant, order, amount): %w", err)
+		return fmt.Errorf("the body is not a refund request (JSON order, amount): %w", err)
 	}
-	id, err := identity.FromBusiness(identity.Business{Tenant: in.Tenant, Operation: "refund", Key: in.Order})
+	if in.Tenant != "" && in.Tenant != tenant {
+		return errors.New("the body names another tenant than this worker's TENANT")
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: tenant, Operation: "refund", Key: in.Order})
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func TestWorkerRefundsEachOrderOnce(t *testing.T) {
 		}}
 		before := refunds.Load()
 		for range 2 { // the second delivery is SQS redelivering the batch
-			if resp := handle(ctx, l, batch); len(resp.BatchItemFailures) != 0 {
+			if resp := handle(ctx, l, "acme", batch); len(resp.BatchItemFailures) != 0 {
 				t.Fatalf("failures: %v", resp.BatchItemFailures)
 			}
 		}
