@@ -645,8 +645,8 @@ func lagAlarmPairs(t *testing.T, region string, overrides map[string]string) map
 			params[ps.Content[i].Value] = d.Value
 		}
 	}
-	// tables.Conditions leaves out the conditions on Fn::Split (the
-	// replica regions): evaluate those here.
+	// Any condition tables.Conditions leaves out (one on an intrinsic it
+	// cannot evaluate): evaluate it here.
 	cs := mapGet(doc.Content[0], "Conditions")
 	var cond func(name string) bool
 	var eval func(n *yaml.Node) bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -36,6 +37,10 @@ type Report struct {
 	// Unchecked lists what the endpoint could not report (an emulator that
 	// does not implement DescribeContinuousBackups); not a difference.
 	Unchecked []string
+	// Replicas are the regions of the replicas DescribeTable lists, other
+	// than the one described, whatever their status: a global table's
+	// replicas, whether or not the template names them.
+	Replicas []string
 }
 
 // OK reports whether the table exists and nothing differs.
@@ -47,9 +52,10 @@ var errNoTableDescribed = errors.New("the endpoint's DescribeTable answer descri
 
 // Check compares the deployed table name with the template's definition d:
 // the key schema and key attribute types, each secondary index (keys,
-// projection), the stream and its view type, the TTL attribute and
-// point-in-time recovery. Extra indexes on the deployed table are not
-// differences. A missing table is a Report with Missing set, not an
+// projection), the stream and its view type, a global table's replicas in
+// d.ReplicaRegions (each there and ACTIVE), the TTL attribute and
+// point-in-time recovery. Extra indexes and extra replicas on the deployed
+// table are not differences. A missing table is a Report with Missing set, not an
 // error; an error is a call that failed otherwise (credentials, network),
 // and the Report then holds the differences the calls before it found.
 func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) {
@@ -103,6 +109,8 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 	case d.StreamViewType == "" && view != "":
 		differ("stream: template none, deployed %s", view)
 	}
+
+	differReplicas(&r, d, t)
 
 	ttl, err := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	switch {
@@ -218,3 +226,94 @@ func indexString(ks []types.KeySchemaElement, attr map[string]types.ScalarAttrib
 	}
 	return s
 }
+
+// legacyGlobalTable is the GlobalTableVersion of the first global tables,
+// whose replicas DescribeTable does not list (DescribeGlobalTable does).
+const legacyGlobalTable = "2017.11.29"
+
+// differReplicas compares d's replica regions with the replicas the
+// deployed table t's DescribeTable answer lists (RED_TEAM 530): each
+// region of d.ReplicaRegions other than the one t is in (its ARN's) must
+// be listed, and ACTIVE. A region missing is a difference that gives the
+// command creating the replica; one listed in another status a difference
+// naming the status.
+func differReplicas(r *Report, d Def, t *types.TableDescription) {
+	for _, why := range d.ReplicasUnread {
+		r.Unchecked = append(r.Unchecked, "replicas: the template's "+why)
+	}
+	here := arnRegion(aws.ToString(t.TableArn))
+	got := make(map[string]types.ReplicaDescription, len(t.Replicas))
+	for _, rep := range t.Replicas {
+		region := aws.ToString(rep.RegionName)
+		got[region] = rep
+		if region != here && region != "" {
+			r.Replicas = append(r.Replicas, region)
+		}
+	}
+	if len(d.ReplicaRegions) == 0 {
+		return
+	}
+	if v := aws.ToString(t.GlobalTableVersion); v == legacyGlobalTable {
+		r.Unchecked = append(r.Unchecked, fmt.Sprintf("replicas (template: %s): a global table of version %s, whose replicas DescribeTable does not list (aws dynamodb describe-global-table does)",
+			strings.Join(d.ReplicaRegions, ", "), v))
+		return
+	}
+	name := aws.ToString(t.TableName)
+	for _, region := range d.ReplicaRegions {
+		if region == here {
+			continue // the replica described
+		}
+		rep, ok := got[region]
+		if !ok {
+			r.Differences = append(r.Differences, fmt.Sprintf("replica %s: missing (template: a replica in %s; the functions there find no table); create it: %s",
+				region, region, createReplicaCommand(name, here, region)))
+			continue
+		}
+		if rep.ReplicaStatus == types.ReplicaStatusActive {
+			continue
+		}
+		status := string(rep.ReplicaStatus)
+		if status == "" {
+			status = "no status"
+		}
+		line := fmt.Sprintf("replica %s: %s, not ACTIVE", region, status)
+		if desc := aws.ToString(rep.ReplicaStatusDescription); desc != "" {
+			line += " (" + desc + ")"
+		}
+		switch rep.ReplicaStatus {
+		case types.ReplicaStatusCreating, types.ReplicaStatusUpdating:
+			line += "; check again once it is ACTIVE"
+		case types.ReplicaStatusDeleting:
+			line += "; it is being removed: once it is gone, create it again: " + createReplicaCommand(name, here, region)
+		default:
+			line += "; the functions there cannot use it until it is ACTIVE"
+		}
+		r.Differences = append(r.Differences, line)
+	}
+}
+
+// createReplicaCommand is the AWS CLI command that adds a replica in
+// region to the global table name, run in the region here (omitted when
+// the table's ARN names none).
+func createReplicaCommand(name, here, region string) string {
+	cmd := "aws dynamodb update-table --table-name " + name
+	if here != "" {
+		cmd += " --region " + here
+	}
+	return cmd + ` --replica-updates '[{"Create":{"RegionName":"` + region + `"}}]'`
+}
+
+// arnRegion is the region of a table ARN (arn:PARTITION:dynamodb:REGION:
+// ACCOUNT:table/NAME), "" when it names none that reads as a region (an
+// emulator's "ddblocal").
+func arnRegion(arn string) string {
+	parts := strings.SplitN(arn, ":", 6)
+	if len(parts) < 6 || parts[0] != "arn" || !regionName.MatchString(parts[3]) {
+		return ""
+	}
+	return parts[3]
+}
+
+// regionName is what an AWS region name looks like (eu-west-1,
+// us-gov-west-1, cn-north-1).
+var regionName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)

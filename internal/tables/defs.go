@@ -10,13 +10,14 @@
 // TimeToLiveSpecification (applied with UpdateTimeToLive after creation).
 // Replication (Replicas), SSE, tags, deletion protection, contributor
 // insights and TableName are ignored: local tables get the name the caller
-// chooses. Point-in-time recovery is read (Def.PointInTimeRecovery, which
-// Check compares with a deployed table) but not applied locally.
+// chooses. Point-in-time recovery and a GlobalTable's replica regions are
+// read (Def.PointInTimeRecovery, Def.ReplicaRegions, which Check compares
+// with a deployed table) but not applied locally.
 //
 // CloudFormation intrinsics in both spellings (!Ref / {"Ref": ...}) are
 // evaluated with parameter defaults and fixed pseudo parameters (region
 // us-east-1 unless overridden, account 123456789012): Ref, Fn::If, Fn::Sub,
-// Fn::Join, Fn::Select and the condition functions. A property that needs an
+// Fn::Join, Fn::Select, Fn::Split and the condition functions. A property that needs an
 // intrinsic that cannot be evaluated locally (Fn::GetAtt, Fn::ImportValue, a
 // Ref to another resource) is an error only if it shapes the table; elsewhere
 // it is ignored. A resource-level Condition is recorded (Def.Condition,
@@ -26,6 +27,7 @@ package tables
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -34,6 +36,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"gopkg.in/yaml.v3"
 )
+
+// otherRegion is the AWS::Region a Replicas entry is read in a second time
+// to tell the stack's own replica (its Region changes) from another.
+const otherRegion = "xx-other-1"
 
 // DefaultRegion is the value of the AWS::Region pseudo parameter used when
 // resolving the template.
@@ -67,6 +73,16 @@ type Def struct {
 	// the template's region) has point-in-time recovery enabled. Local
 	// creation ignores it; Check compares it.
 	PointInTimeRecovery bool
+	// ReplicaRegions are a GlobalTable's replica regions other than the
+	// stack's own (the Replicas entries whose Region is not AWS::Region:
+	// under the built-in template, ReplicaRegions'), in the template's
+	// order; none for a Table or a single-region stack. Local creation
+	// ignores them; Check compares them with the deployed table's replicas.
+	ReplicaRegions []string
+	// ReplicasUnread says why Replicas entries could not be read locally
+	// (an intrinsic the resolver cannot evaluate): Check reports their
+	// regions as not checked.
+	ReplicasUnread []string
 }
 
 // CreateTableInput returns the CreateTable request for this definition,
@@ -259,12 +275,42 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 	}
 
 	if typ == "AWS::DynamoDB::GlobalTable" {
-		// Each replica on its own: the other regions' entries may need
-		// intrinsics that cannot be evaluated locally (Fn::Split).
-		for _, e := range list(props["Replicas"]) {
+		// Each replica on its own: an entry that needs an intrinsic that
+		// cannot be evaluated locally is said in ReplicasUnread, and the
+		// others are still read.
+		here := r.pseudo["AWS::Region"]
+		for i, e := range list(props["Replicas"]) {
 			rv, err := r.resolve(e)
-			if m := mapOf(rv); err == nil && str(m["Region"]) == r.pseudo["AWS::Region"] {
+			var u unresolved
+			switch {
+			case errors.As(err, &u):
+				d.ReplicasUnread = append(d.ReplicasUnread, fmt.Sprintf("Replicas entry %d: %v", i+1, err))
+				continue
+			case err != nil:
+				return d, fmt.Errorf("property Replicas: %w", err)
+			}
+			if _, dropped := rv.(noValue); dropped {
+				continue // a replica the stack's parameters leave out
+			}
+			m := mapOf(rv)
+			region := str(m["Region"])
+			if region == "" {
+				return d, fmt.Errorf("property Replicas: entry %d has no Region", i+1)
+			}
+			if region == here {
 				d.PointInTimeRecovery = boolOf(mapOf(m["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"])
+				// The stack's own replica is the entry that names
+				// AWS::Region: read in another region, it names another.
+				// An entry naming this region otherwise (a ReplicaRegions
+				// region that is the region the template is read in,
+				// which need not be the deployed table's) is a replica
+				// region: Check leaves out the region it describes.
+				if other, err := r.inRegion(otherRegion).resolve(e); err != nil || str(mapOf(other)["Region"]) != region {
+					continue
+				}
+			}
+			if !slices.Contains(d.ReplicaRegions, region) {
+				d.ReplicaRegions = append(d.ReplicaRegions, region)
 			}
 		}
 	} else {
@@ -371,7 +417,7 @@ func throughput(v any) *types.ProvisionedThroughput {
 // with parameter defaults and AWS::Region resolved to region: what a stack of
 // that configuration deploys (tests check the resources a condition guards).
 // A condition that needs an intrinsic the resolver cannot evaluate locally
-// (Fn::Split, say) is left out of the map.
+// (Fn::GetAtt, say) is left out of the map.
 func Conditions(template []byte, region string) (map[string]bool, error) {
 	root, err := parseRoot(template)
 	if err != nil {

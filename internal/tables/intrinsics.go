@@ -375,12 +375,40 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 			return nil, fmt.Errorf("tables: Fn::Select index %d out of range", i)
 		}
 		return ll[i], nil
+	case "Fn::Split":
+		// [delimiter, source]: the source's parts between each occurrence
+		// of the delimiter, as CloudFormation splits it (empty parts kept:
+		// "a," is ["a", ""]).
+		dv, sv, err := r.resolvePair(fn, arg)
+		if err != nil {
+			return nil, err
+		}
+		delim, ok1 := dv.(string)
+		src, ok2 := sv.(string)
+		if !ok1 || !ok2 || delim == "" {
+			return nil, fmt.Errorf("tables: malformed Fn::Split %v", arg)
+		}
+		parts := strings.Split(src, delim)
+		out := make([]any, len(parts))
+		for i, p := range parts {
+			out[i] = p
+		}
+		return out, nil
 	case "Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or", "Condition":
 		b, err := r.condExpr(map[string]any{fn: arg})
 		return b, err
 	default:
 		return nil, unresolved{fn}
 	}
+}
+
+// inRegion returns a copy of r whose AWS::Region is region.
+func (r *resolver) inRegion(region string) *resolver {
+	c := *r
+	c.pseudo = maps.Clone(r.pseudo)
+	c.pseudo["AWS::Region"] = region
+	c.evaluating = map[string]bool{}
+	return &c
 }
 
 func (r *resolver) sub(tmpl string, vars map[string]any) (any, error) {
