@@ -5,11 +5,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // RED_TEAM 530: doctor checks a global table's replicas in the stack's
@@ -46,16 +48,16 @@ func TestDoctorReportsMissingReplicas(t *testing.T) {
 	}
 }
 
-// replicaAnswer is a DynamoDB endpoint whose idempotency table is as the
-// template gives it, in us-east-1, with replicas as given (JSON).
-func replicaAnswer(t *testing.T, replicas string) string {
+// replicaAnswer is a DynamoDB endpoint whose idempotency table, named name
+// in region, is as the template gives it, with replicas as given (JSON).
+func replicaAnswer(t *testing.T, name, region, replicas string) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		switch r.Header.Get("X-Amz-Target") {
 		case "DynamoDB_20120810.DescribeTable":
-			_, _ = w.Write([]byte(`{"Table":{"TableName":"orders-idem","TableStatus":"ACTIVE",` +
-				`"TableArn":"arn:aws:dynamodb:us-east-1:123456789012:table/orders-idem","GlobalTableVersion":"2019.11.21",` +
+			_, _ = w.Write([]byte(`{"Table":{"TableName":"` + name + `","TableStatus":"ACTIVE",` +
+				`"TableArn":"arn:aws:dynamodb:` + region + `:123456789012:table/` + name + `","GlobalTableVersion":"2019.11.21",` +
 				`"AttributeDefinitions":[{"AttributeName":"pk","AttributeType":"S"}],` +
 				`"KeySchema":[{"AttributeName":"pk","KeyType":"HASH"}],` +
 				`"StreamSpecification":{"StreamEnabled":true,"StreamViewType":"NEW_AND_OLD_IMAGES"},` +
@@ -84,7 +86,7 @@ func TestDoctorReplicaStatus(t *testing.T) {
 	defer cancel()
 	doctor := func(replicas string, args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
-		code := run(ctx, append([]string{"doctor", "--endpoint", replicaAnswer(t, replicas), "--region", "us-east-1", "--only", "idempotency", "--table", "idempotency=orders-idem"}, args...), &out, &errb)
+		code := run(ctx, append([]string{"doctor", "--endpoint", replicaAnswer(t, "orders-idem", "us-east-1", replicas), "--region", "us-east-1", "--only", "idempotency", "--table", "idempotency=orders-idem"}, args...), &out, &errb)
 		return code, out.String(), errb.String()
 	}
 	multi := []string{"--parameter", "CrossRegion=fenced-effects", "--parameter", "ReplicaRegions=eu-west-1,eu-central-1"}
@@ -105,5 +107,24 @@ func TestDoctorReplicaStatus(t *testing.T) {
 		!strings.Contains(errs, "not checked: the replicas of IdempotencyTable (replicas in eu-west-1, eu-central-1)") ||
 		!strings.Contains(errs, "--parameter ReplicaRegions=") {
 		t.Errorf("a global table read as a single-region stack: exit %d, want 0, ok, and stderr saying its replicas were not checked\n%s%s", code, out, errs)
+	}
+}
+
+// RED_TEAM 530: docs/DEPLOYING.md's sample of replica differences is what
+// doctor prints for a home region's table (eu-west-1) whose replica in
+// eu-central-1 is missing and whose one in us-east-1 is being created:
+// us-east-1, the region the built-in template is read in, is a replica
+// region like any other there.
+func TestDoctorReplicaSample(t *testing.T) {
+	fakeAWSCredentials(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ep := replicaAnswer(t, "orders-idempotency", "eu-west-1", `[{"RegionName":"eu-west-1","ReplicaStatus":"ACTIVE"},{"RegionName":"us-east-1","ReplicaStatus":"CREATING"}]`)
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"doctor", "--endpoint", ep, "--table", "IdempotencyTable=orders-idempotency", "--only", "idempotency", "--region", "eu-west-1",
+		"--parameter", "CrossRegion=reconciled-records", "--parameter", "ReplicaRegions=eu-central-1,us-east-1"}, &out, &errb)
+	shown := testutil.ShownOutput(t, filepath.Join(dynamotest.RepoRoot(), "docs", "DEPLOYING.md"), "TestDoctorReplicaSample/sample")
+	if code != 1 || out.String() != shown {
+		t.Errorf("exit %d, want 1; doctor printed\n%s\ndocs/DEPLOYING.md shows\n%s\nstderr %s", code, out.String(), shown, errb.String())
 	}
 }
