@@ -78,6 +78,13 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 	wantTypes := attrTypes(d.AttributeDefinitions)
 	differ := func(format string, a ...any) { r.Differences = append(r.Differences, fmt.Sprintf(format, a...)) }
 
+	// A table that is not usable is a difference whatever its shape
+	// (RED_TEAM 531); UPDATING is usable. An answer without a status
+	// (an emulator's) is not judged.
+	if st := t.TableStatus; st != "" && st != types.TableStatusActive && st != types.TableStatusUpdating {
+		differ("table status: %s, not ACTIVE; %s", st, tableStatusAdvice(st))
+	}
+
 	if want, got := keysString(d.KeySchema, wantTypes), keysString(t.KeySchema, gotTypes); want != got {
 		differ("key schema: template %s, deployed %s", want, got)
 	}
@@ -89,6 +96,20 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 		indexStrings(t.GlobalSecondaryIndexes, gotTypes, func(g types.GlobalSecondaryIndexDescription) (*string, keys, *types.Projection) {
 			return g.IndexName, g.KeySchema, g.Projection
 		}))
+	// A template index the table has but cannot query yet, or soon no
+	// longer (RED_TEAM 532); UPDATING is usable.
+	for _, g := range t.GlobalSecondaryIndexes {
+		name := aws.ToString(g.IndexName)
+		if !slices.ContainsFunc(d.GlobalSecondaryIndexes, func(w types.GlobalSecondaryIndex) bool { return aws.ToString(w.IndexName) == name }) {
+			continue
+		}
+		switch g.IndexStatus {
+		case types.IndexStatusCreating:
+			differ("global secondary index %s: CREATING, not ACTIVE (backfilling: DynamoDB refuses queries of it); check again once it is ACTIVE", name)
+		case types.IndexStatusDeleting:
+			differ("global secondary index %s: DELETING, not ACTIVE (queries of it fail); once it is gone, create it again as the template gives it", name)
+		}
+	}
 	differIndexes(differ, "local secondary index",
 		indexStrings(d.LocalSecondaryIndexes, wantTypes, func(l types.LocalSecondaryIndex) (*string, keys, *types.Projection) {
 			return l.IndexName, l.KeySchema, l.Projection
@@ -317,3 +338,22 @@ func arnRegion(arn string) string {
 // regionName is what an AWS region name looks like (eu-west-1,
 // us-gov-west-1, cn-north-1).
 var regionName = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
+
+// tableStatusAdvice says what a table status other than ACTIVE and
+// UPDATING means for the functions, and what to do.
+func tableStatusAdvice(st types.TableStatus) string {
+	switch st {
+	case types.TableStatusCreating:
+		return "check again once it is ACTIVE"
+	case types.TableStatusDeleting:
+		return "it is being deleted: the functions' calls fail once it is gone (restore it from a backup, or create it from the template)"
+	case types.TableStatusInaccessibleEncryptionCredentials:
+		return "its KMS key cannot be used, so every call to it fails: restore access to the key (after seven days without it the table is archived)"
+	case types.TableStatusArchiving:
+		return "it is being archived (its KMS key could not be used): restore it from its backup"
+	case types.TableStatusArchived:
+		return "it was archived (its KMS key could not be used): restore it from its backup"
+	default:
+		return "the functions' calls to it fail"
+	}
+}
