@@ -23,8 +23,8 @@ const doctorAbout = `Compares deployed DynamoDB tables with template.yaml's (the
 this binary, or --template FILE): the table's status (a table or index
 being created or deleted, or whose KMS key cannot be used, differs), the key
 schema, the secondary indexes, the stream, a global table's replicas (one in
-each region the template names, ACTIVE), the TTL attribute and point-in-time
-recovery, and says what differs.
+each region the template names, ACTIVE) and its multi-region consistency,
+the TTL attribute and point-in-time recovery, and says what differs.
 Prints "LogicalID<TAB>name<TAB>ok|differs|missing|error|not checked" per table,
 then one indented line per difference ("  - ...") and per property the endpoint
 cannot report ("  ? ..."); "error" means the table could not be described

@@ -133,6 +133,21 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 
 	differReplicas(&r, d, t)
 
+	// A global table's multi-region consistency (RED_TEAM 533): none
+	// given is EVENTUAL, on either side.
+	if d.Type == "AWS::DynamoDB::GlobalTable" {
+		want, got := d.MultiRegionConsistency, t.MultiRegionConsistency
+		if want == "" {
+			want = types.MultiRegionConsistencyEventual
+		}
+		if got == "" {
+			got = types.MultiRegionConsistencyEventual
+		}
+		if want != got {
+			differ("multi-region consistency: template %s, deployed %s (chosen when the table's replicas were created; if the stack was deployed with the other, read the template with the parameters it was deployed with)", want, got)
+		}
+	}
+
 	ttl, err := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 	switch {
 	case IsUnsupported(err):

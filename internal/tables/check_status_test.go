@@ -108,3 +108,68 @@ func TestCheckIndexStatus(t *testing.T) {
 		})
 	}
 }
+
+// RED_TEAM 533: the effects table of a stack read as
+// EffectsConsistency=STRONG (MRSC) was compared without its multi-region
+// consistency: a deployed EVENTUAL (MREC) table differed only in its TTL
+// ("template none, deployed expiresAt"), which invites turning TTL off
+// rather than saying the table is not the strongly consistent one the
+// stack was read as; a STRONG table read with the defaults likewise.
+func TestCheckMultiRegionConsistency(t *testing.T) {
+	strong, err := tables.EmbeddedWithParameters(map[string]string{"CrossRegion": "reconciled-records", "ReplicaRegions": "us-east-2,us-west-2", "EffectsConsistency": "STRONG"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventual, err := tables.EmbeddedWithParameters(map[string]string{"CrossRegion": "reconciled-records", "ReplicaRegions": "us-east-2,us-west-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strong["EffectsTable"].MultiRegionConsistency; got != types.MultiRegionConsistencyStrong {
+		t.Fatalf("STRONG stack: effects table consistency %q", got)
+	}
+	if got := eventual["EffectsTable"].MultiRegionConsistency; got != "" {
+		t.Fatalf("EVENTUAL stack: effects table consistency %q, want none given", got)
+	}
+	deployed := func(d tables.Def, mrc types.MultiRegionConsistency) *types.TableDescription {
+		table := asTemplate(d, "orders-effects")
+		table.MultiRegionConsistency = mrc
+		table.GlobalTableVersion = aws.String("2019.11.21")
+		for _, r := range []string{"us-east-2", "us-west-2"} {
+			table.Replicas = append(table.Replicas, types.ReplicaDescription{RegionName: aws.String(r), ReplicaStatus: types.ReplicaStatusActive})
+		}
+		return table
+	}
+	const mismatch = "multi-region consistency: "
+	for _, tc := range []struct {
+		name  string
+		def   tables.Def
+		table *types.TableDescription
+		want  string // a difference beginning so, "" none of consistency
+	}{
+		{"StrongAsStrong", strong["EffectsTable"], deployed(strong["EffectsTable"], types.MultiRegionConsistencyStrong), ""},
+		{"EventualAsEventual", eventual["EffectsTable"], deployed(eventual["EffectsTable"], types.MultiRegionConsistencyEventual), ""},
+		{"EventualWithoutTheField", eventual["EffectsTable"], deployed(eventual["EffectsTable"], ""), ""},
+		{"StrongDeployedEventual", strong["EffectsTable"], deployed(strong["EffectsTable"], types.MultiRegionConsistencyEventual), mismatch + "template STRONG, deployed EVENTUAL"},
+		{"StrongDeployedWithoutTheField", strong["EffectsTable"], deployed(strong["EffectsTable"], ""), mismatch + "template STRONG, deployed EVENTUAL"},
+		{"EventualDeployedStrong", eventual["EffectsTable"], deployed(eventual["EffectsTable"], types.MultiRegionConsistencyStrong), mismatch + "template EVENTUAL, deployed STRONG"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tables.Check(context.Background(), describeOnly{tc.table}, tc.def, "orders-effects")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range r.Differences {
+				if strings.HasPrefix(d, mismatch) {
+					got = append(got, d)
+				}
+			}
+			switch {
+			case tc.want == "" && len(got) != 0:
+				t.Errorf("differences %q, want none of consistency", r.Differences)
+			case tc.want != "" && (len(got) != 1 || !strings.HasPrefix(got[0], tc.want)):
+				t.Errorf("differences %q, want one beginning %q", r.Differences, tc.want)
+			}
+		})
+	}
+}

@@ -79,6 +79,10 @@ type Def struct {
 	// order; none for a Table or a single-region stack. Local creation
 	// ignores them; Check compares them with the deployed table's replicas.
 	ReplicaRegions []string
+	// MultiRegionConsistency is a GlobalTable's MultiRegionConsistency as
+	// the template gives it (STRONG for MRSC), "" when it gives none
+	// (EVENTUAL, DynamoDB's default). Check compares it.
+	MultiRegionConsistency types.MultiRegionConsistency
 	// ReplicasUnread says why Replicas entries could not be read locally
 	// (an intrinsic the resolver cannot evaluate): Check reports their
 	// regions as not checked.
@@ -275,6 +279,11 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 	}
 
 	if typ == "AWS::DynamoDB::GlobalTable" {
+		mrc, err := get("MultiRegionConsistency")
+		if err != nil {
+			return d, err
+		}
+		d.MultiRegionConsistency = types.MultiRegionConsistency(str(mrc))
 		// Each replica on its own: an entry that needs an intrinsic that
 		// cannot be evaluated locally is said in ReplicasUnread, and the
 		// others are still read.
