@@ -254,7 +254,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		for _, u := range r.Unchecked {
 			fmt.Fprintf(stdout, "  ? %s\n", u)
 		}
-		if len(d.ReplicaRegions) == 0 && len(r.Replicas) > 0 {
+		if d.Type == "AWS::DynamoDB::GlobalTable" && len(d.ReplicaRegions) == 0 && len(r.Replicas) > 0 {
 			unasked = append(unasked, fmt.Sprintf("%s (replicas in %s)", id, strings.Join(r.Replicas, ", ")))
 		}
 	}

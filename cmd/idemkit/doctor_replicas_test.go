@@ -108,6 +108,13 @@ func TestDoctorReplicaStatus(t *testing.T) {
 		!strings.Contains(errs, "--parameter ReplicaRegions=") {
 		t.Errorf("a global table read as a single-region stack: exit %d, want 0, ok, and stderr saying its replicas were not checked\n%s%s", code, out, errs)
 	}
+	// A table the template makes no global table (the runs table): no
+	// replica regions to give, so no such note.
+	var o, eb bytes.Buffer
+	run(ctx, []string{"doctor", "--endpoint", replicaAnswer(t, "orders-idem", "us-east-1", active), "--region", "us-east-1", "--only", "runs", "--table", "runs=orders-idem"}, &o, &eb)
+	if strings.Contains(eb.String(), "not checked: the replicas") {
+		t.Errorf("runs table with replicas: stderr %q, want no note of replicas", eb.String())
+	}
 }
 
 // RED_TEAM 530: docs/DEPLOYING.md's sample of replica differences is what
