@@ -272,7 +272,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		// which ok must not be read to say (RED_TEAM 530).
 		give := "give the parameters the stack was deployed with (--parameter NAME=VALUE)"
 		if *template == "" {
-			give = "give the stack's --parameter ReplicaRegions=... and --parameter CrossRegion=..."
+			give = "give the home stack's --parameter ReplicaRegions=... and --parameter CrossRegion=..."
 		}
 		fmt.Fprintf(stderr, "idemkit doctor: not checked: the replicas of %s: the template as read names no replica regions for them; %s\n", strings.Join(unasked, "; "), give)
 	}
