@@ -293,7 +293,7 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 			var u unresolved
 			switch {
 			case errors.As(err, &u):
-				d.ReplicasUnread = append(d.ReplicasUnread, fmt.Sprintf("Replicas entry %d: %v", i+1, err))
+				d.ReplicasUnread = append(d.ReplicasUnread, fmt.Sprintf("Replicas entry %d needs %s, which is not evaluated here", i+1, u.expr))
 				continue
 			case err != nil:
 				return d, fmt.Errorf("property Replicas: %w", err)

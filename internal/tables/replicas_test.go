@@ -93,8 +93,21 @@ Conditions:
 	if want := []string{"eu-west-1", "ap-south-1"}; !slices.Equal(gt.ReplicaRegions, want) {
 		t.Errorf("replica regions %q, want %q", gt.ReplicaRegions, want)
 	}
-	if len(gt.ReplicasUnread) != 1 || !strings.Contains(gt.ReplicasUnread[0], "entry 5") {
+	if want := "Replicas entry 5 needs Fn::ImportValue, which is not evaluated here"; len(gt.ReplicasUnread) != 1 || gt.ReplicasUnread[0] != want {
 		t.Errorf("unread %q, want entry 5 (Fn::ImportValue)", gt.ReplicasUnread)
+	}
+	// Check says it as not checked: neither a match nor a difference.
+	table := &types.TableDescription{TableName: aws.String("gt"), TableStatus: types.TableStatusActive,
+		TableArn:             aws.String("arn:aws:dynamodb:us-west-2:123456789012:table/gt"),
+		AttributeDefinitions: gt.AttributeDefinitions, KeySchema: gt.KeySchema,
+		Replicas: []types.ReplicaDescription{{RegionName: aws.String("eu-west-1"), ReplicaStatus: types.ReplicaStatusActive}, {RegionName: aws.String("ap-south-1"), ReplicaStatus: types.ReplicaStatusActive}}}
+	gt.TTLAttribute = "expiresAt" // as describeOnly answers
+	r, err := tables.Check(context.Background(), describeOnly{table}, gt, "gt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"replicas: the template's Replicas entry 5 needs Fn::ImportValue, which is not evaluated here"}; !r.OK() || !slices.Equal(r.Unchecked, want) {
+		t.Errorf("differences %q, unchecked %q; want none and %q", r.Differences, r.Unchecked, want)
 	}
 }
 
