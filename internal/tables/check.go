@@ -369,6 +369,6 @@ func tableStatusAdvice(st types.TableStatus) string {
 	case types.TableStatusArchived:
 		return "it was archived (its KMS key could not be used): restore it from its backup"
 	default:
-		return "the functions' calls to it fail"
+		return "see why in aws dynamodb describe-table"
 	}
 }

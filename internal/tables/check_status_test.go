@@ -52,7 +52,7 @@ func TestCheckTableStatus(t *testing.T) {
 		{types.TableStatusInaccessibleEncryptionCredentials, "table status: INACCESSIBLE_ENCRYPTION_CREDENTIALS, not ACTIVE; its KMS key cannot be used"},
 		{types.TableStatusArchiving, "table status: ARCHIVING, not ACTIVE; it is being archived"},
 		{types.TableStatusArchived, "table status: ARCHIVED, not ACTIVE; it was archived"},
-		{types.TableStatusReplicationNotAuthorized, "table status: REPLICATION_NOT_AUTHORIZED, not ACTIVE; the functions' calls to it fail"},
+		{types.TableStatusReplicationNotAuthorized, "table status: REPLICATION_NOT_AUTHORIZED, not ACTIVE; see why in aws dynamodb describe-table"},
 	} {
 		t.Run(string(tc.status), func(t *testing.T) {
 			table := asTemplate(d, "orders-idem")
