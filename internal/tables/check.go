@@ -51,12 +51,13 @@ func (r Report) OK() bool { return !r.Missing && len(r.Differences) == 0 }
 var errNoTableDescribed = errors.New("the endpoint's DescribeTable answer describes no table, which is no DynamoDB answer (the address of an API or a web server, not of the engine?)")
 
 // Check compares the deployed table name with the template's definition d:
-// the key schema and key attribute types, each secondary index (keys,
+// its status and its template indexes' (usable: ACTIVE or UPDATING), the
+// key schema and key attribute types, each secondary index (keys,
 // projection), the stream and its view type, a global table's replicas in
-// d.ReplicaRegions (each there and ACTIVE), the TTL attribute and
-// point-in-time recovery. Extra indexes and extra replicas on the deployed
-// table are not differences. A missing table is a Report with Missing set, not an
-// error; an error is a call that failed otherwise (credentials, network),
+// d.ReplicaRegions (each there and ACTIVE) and its multi-region
+// consistency, the TTL attribute and point-in-time recovery. Extra indexes
+// and extra replicas on the deployed table are not differences. A missing
+// table is a Report with Missing set, not an error; an error is a call that failed otherwise (credentials, network),
 // and the Report then holds the differences the calls before it found.
 func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) {
 	r := Report{LogicalID: d.LogicalID, TableName: name}
@@ -294,7 +295,7 @@ func differReplicas(r *Report, d Def, t *types.TableDescription) {
 			strings.Join(d.ReplicaRegions, ", "), v))
 		return
 	}
-	name := aws.ToString(t.TableName)
+	name := r.TableName // as the functions name it, whatever the answer says
 	for _, region := range d.ReplicaRegions {
 		if region == here {
 			continue // the replica described
