@@ -116,10 +116,15 @@ func inherit(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
 	return keep(src, func(e RunEvent) bool { return e.Sequence < fromSeq })
 }
 
-// recorded returns the node events of src with sequence >= fromSeq as a
-// replay fork compares its re-execution with them (runs.Fork.Recorded).
+// recorded returns the node events and run.paused events of src with
+// sequence >= fromSeq as a replay fork compares its re-execution with them
+// (runs.Fork.Recorded): a run.paused naming a node says the attempt before
+// it was cut and the node started afresh, so that start is no place to
+// compare (RED_TEAM 480).
 func recorded(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
-	return keep(src, func(e RunEvent) bool { return e.Sequence >= fromSeq && e.NodeID != "" })
+	return keep(src, func(e RunEvent) bool {
+		return e.Sequence >= fromSeq && (e.NodeID != "" || e.Type == runs.EventRunPaused)
+	})
 }
 
 // keep returns the events of src that in admits, as a fork keeps them.

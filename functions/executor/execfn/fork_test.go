@@ -76,7 +76,7 @@ func (s *forkStack) forkFrom(t *testing.T, src runs.Run, mode runs.ForkMode, fro
 	f := runs.NewFork(src, mode, fromSeq, inherited, time.Now())
 	if mode == runs.ForkReplay {
 		for _, e := range log {
-			if e.Sequence >= fromSeq && e.NodeID != "" {
+			if e.Sequence >= fromSeq && (e.NodeID != "" || e.Type == runs.EventRunPaused) {
 				e.EventID = fmt.Sprintf("source-event-%016d", e.Sequence)
 				f.Fork.Recorded = append(f.Fork.Recorded, e)
 			}

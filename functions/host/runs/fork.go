@@ -52,8 +52,11 @@ type Fork struct {
 	Ancestry []Ancestor `json:"ancestry,omitempty"`
 	// Recorded holds the source's node events with sequence >= FromSeq as
 	// the source served them when the fork was created (its terminal run
-	// event excluded): what a replay's re-execution is compared with to
-	// detect divergence (package divergence). SourceComplete reports
+	// event excluded), with its run.paused events among them (one naming
+	// a node cut that node's attempt: CutStarts): what a replay's
+	// re-execution is compared with to detect divergence (package
+	// divergence). A fork created before the run.paused events were kept
+	// holds node events only. SourceComplete reports
 	// whether the source was terminal then, so its recorded events were
 	// all it would ever have.
 	Recorded       []InheritedEvent `json:"recorded,omitempty"`
@@ -186,20 +189,18 @@ func (r Run) EffectStamps() identity.Stamps {
 // inside its execution. The fork re-executes it from its start and records
 // a fresh node.started for it first (the prefix boundary is exclusive: the
 // source's event at fromSeq is re-executed, never carried over). "" when
-// r is no fork or its prefix leaves no node open.
+// r is no fork or its prefix leaves no node open, an attempt an immediate
+// pause cut in the prefix included (run.paused naming it, OpenNode): the
+// node is started afresh then, as the source started it after its resume
+// (RED_TEAM 480).
 func (r Run) RestartedNode() string {
 	if r.Fork == nil {
 		return ""
 	}
-	for i := len(r.Fork.Inherited) - 1; i >= 0; i-- {
-		e := r.Fork.Inherited[i]
-		if e.Type != EventNodeStarted && e.Type != EventNodeCompleted && e.Type != EventNodeFailed {
-			continue
-		}
-		if e.Type == EventNodeStarted {
-			return e.NodeID
-		}
-		return ""
+	log := make([]LogEvent, len(r.Fork.Inherited))
+	for i, e := range r.Fork.Inherited {
+		log[i] = LogEvent{Type: e.Type, NodeID: e.NodeID, Payload: e.Payload}
 	}
-	return ""
+	node, _ := OpenNode(log)
+	return node
 }

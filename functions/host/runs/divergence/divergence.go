@@ -57,11 +57,35 @@ type Diverged struct {
 //
 // A fork whose prefix leaves a node open (RestartedNode) re-executes that
 // node from its start, so its first own node event is a fresh node.started
-// the source's log from fromSeq has no counterpart for: it is not
-// compared, and not counted as a place.
+// that the source's log from fromSeq has no counterpart for when the
+// source's attempt went on to its end: it is not compared, and not counted
+// as a place. When an immediate pause cut the source's attempt at or after
+// fromSeq (its run.paused is among the recorded events), the source
+// started the node afresh too, and the two fresh starts are each other's
+// counterparts (RED_TEAM 480).
 func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 	if !r.IsReplay() || !nodeEvent(ev.Type) {
 		return nil
+	}
+	// The source's side: the open node's inherited start (when the prefix
+	// leaves one open), then the recorded events, less every attempt an
+	// immediate pause cut (runs.CutStarts), the inherited one included.
+	open := r.RestartedNode()
+	var srcLog []runs.LogEvent
+	if open != "" {
+		srcLog = append(srcLog, runs.LogEvent{Type: runs.EventNodeStarted, NodeID: open})
+	}
+	srcLog = append(srcLog, logOf(r.Fork.Recorded)...)
+	srcCut := runs.CutStarts(srcLog)
+	if open != "" && srcCut[0] {
+		open = "" // the source restarted it too: its fresh start is a place
+	}
+	var rec []runs.InheritedEvent
+	for i, e := range r.Fork.Recorded {
+		j := i + len(srcLog) - len(r.Fork.Recorded)
+		if nodeEvent(e.Type) && !srcCut[j] {
+			rec = append(rec, e)
+		}
 	}
 	k := 0
 	cut := runs.CutStarts(r.Log)
@@ -70,7 +94,7 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 			k++
 		}
 	}
-	if open := r.RestartedNode(); open != "" {
+	if open != "" {
 		if k == 0 && ev.Type == runs.EventNodeStarted && ev.NodeID == open {
 			return nil
 		}
@@ -79,15 +103,6 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 		}
 	}
 	seq := r.LogBase() + int64(len(r.Log))
-	// An attempt an immediate pause cut is no place on either side: the
-	// node started afresh after it (runs.CutStarts).
-	var rec []runs.InheritedEvent
-	srcCut := runs.CutStarts(logOf(r.Fork.Recorded))
-	for i, e := range r.Fork.Recorded {
-		if nodeEvent(e.Type) && !srcCut[i] {
-			rec = append(rec, e)
-		}
-	}
 	d := &Diverged{SourceRunID: r.Fork.SourceRunID, AtSequence: seq, DivergencePoint: ev.Type}
 	if k >= len(rec) {
 		if !r.Fork.SourceComplete {
