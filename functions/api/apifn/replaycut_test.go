@@ -91,4 +91,3 @@ func TestReplayOfCutSourceDoesNotDivergeDynamo(t *testing.T) {
 		replayOfCutSource(t, s)
 	})
 }
-
