@@ -36,7 +36,7 @@ const CodeForkDepthExceeded = "idemkit.fork_depth_exceeded"
 
 // MaxForkDepth is the longest ancestry a fork can have: a fork of a run
 // that is no fork has 1, a fork of a fork one more than its source. The
-// fork's item records its ancestry (runs.Fork.Ancestry, about 300 bytes a
+// fork's item records its ancestry (runs.Fork.Ancestry, about 350 bytes a
 // generation for the longest tenant), and DynamoDB refuses an item past
 // 400 KB: the largest run the host accepts with this many generations
 // fits on every engine.
@@ -173,7 +173,8 @@ func validation(field, msg string) *apierr.Error {
 // non-empty overlay (runOptionsOverlay: this host applies none), 400; a source the caller cannot see, 404; a
 // fromSeq the source log does not hold (past its last event; for a
 // finished source, past its terminal event), or a source older than the
-// fork retention (Config.ForkRetention), 422 fork_point_invalid with
+// fork retention (Config.ForkRetention; for a replay, the oldest run its
+// history's records come from, runs.Run.RecordsSince), 422 fork_point_invalid with
 // details {sourceRunId, fromSeq, boundary}; a source whose own ancestry
 // is MaxForkDepth long, 422 CodeForkDepthExceeded. A key's re-execution whose
 // earlier execution wrote its fork inside the retention (its completion
@@ -214,7 +215,15 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if retention <= 0 {
 		retention = DefaultForkRetention
 	}
-	if boundary := src.CreatedAt.Add(retention); h.clock.Now().After(boundary) {
+	// A replay resolves its executions from the records of the runs its
+	// source's history comes from (a fork's original, a branch), kept the
+	// retention after their writes: the earliest of them bounds it
+	// (RED_TEAM 481). A branch resolves nothing from a record.
+	since := src.CreatedAt
+	if req.mode == runs.ForkReplay {
+		since = src.RecordsSince()
+	}
+	if boundary := since.Add(retention); h.clock.Now().After(boundary) {
 		// A re-execution of this key whose earlier execution, inside the
 		// retention, wrote its fork (its completion was lost) is answered
 		// that fork below (createClaimedRun), not refused by the clock.

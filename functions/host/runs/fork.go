@@ -77,6 +77,10 @@ type Ancestor struct {
 	// node.failed) in its inherited prefix: the node's executions 1..k that
 	// it did not execute itself but took from its own source.
 	Inherited map[string]int `json:"inherited,omitempty"`
+	// CreatedAt is its creation: its records of the executions it
+	// performed are kept the ledger's retention after them
+	// (RecordsSince). Zero on a fork created before it was kept.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 }
 
 // NewFork returns a new pending fork of src in mode from fromSeq, with the
@@ -90,7 +94,7 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 	f := NewRun(src.Tenant, src.WorkflowID, src.Inputs, now)
 	f.Stamps = src.Stamps
 	f.Options = src.Options
-	a := Ancestor{RunID: src.ID, Stamps: src.EffectStamps()}
+	a := Ancestor{RunID: src.ID, Stamps: src.EffectStamps(), CreatedAt: src.CreatedAt}
 	ancestry := []Ancestor{a}
 	if src.Fork != nil {
 		a.Mode = src.Fork.Mode
@@ -159,6 +163,27 @@ func (r Run) RecordOf(nodeID string, n int) (runID string, stamps identity.Stamp
 	// record is the nearest one known (a miss fails the node closed).
 	last := r.Fork.Ancestry[len(r.Fork.Ancestry)-1]
 	return last.RunID, last.Stamps
+}
+
+// RecordsSince is the earliest creation time of the runs whose ledger
+// records a replay fork of r may resolve its executions from (RecordOf):
+// r's own, and each of its ancestors that performed executions (the run
+// the chain started from, a branch). A replay of r needs those records
+// still kept, and each is kept the ledger's retention after it was
+// written, never before its run was created (RED_TEAM 481). An ancestor
+// whose creation time was not kept (a fork created before it was) is not
+// counted.
+func (r Run) RecordsSince() time.Time {
+	since := r.CreatedAt
+	if r.Fork == nil {
+		return since
+	}
+	for _, a := range r.Fork.Ancestry {
+		if a.Mode != ForkReplay && !a.CreatedAt.IsZero() && a.CreatedAt.Before(since) {
+			since = a.CreatedAt
+		}
+	}
+	return since
 }
 
 // InheritedEvent is one event of a fork's fixed history, as the source
