@@ -38,7 +38,9 @@ const MaxRunRetries = runs.MaxRetries
 // its failure; this is how the work runs again. The retry of a replay fork
 // is a replay fork of the same source, from the same point
 // (runs.NewRetry): its effects are resolved from the source's record,
-// never performed, as the fork's were (RED_TEAM 442). Every execution of one retry key names the same new run
+// never performed, as the fork's were (RED_TEAM 442); the retry of a
+// branch fork is a branch of the same source from the same point, which
+// performs none of the branch's fixed history (RED_TEAM 482). Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
@@ -79,8 +81,9 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		}
 		written = true
 	}
-	// A replay fork's retry is a replay fork of the same source, from the
-	// same point (runs.NewRetry, RED_TEAM 442): it performs nothing.
+	// A fork's retry is a fork of the same source, from the same point,
+	// in the same mode (runs.NewRetry, RED_TEAM 442, 482): a replay's
+	// performs nothing, a branch's only what the branch re-fired.
 	run := runs.NewRetry(prev, h.clock.Now())
 	if written {
 		// Written unlisted by an earlier execution under an earlier

@@ -186,8 +186,9 @@ func sameFork(t *testing.T, what string, got, want runs.Run) {
 // (fails with it, nothing sent); a retry of the fork is a replay fork of
 // the same source from the same point: it fails the same way and sends
 // nothing. Its snapshot and events are valid against the closed v2
-// schemas. A retry of a branch fork stays a live run, as a retry of a
-// plain run is. It returns the failed source and the failed replay fork.
+// schemas. A retry of a branch fork is a branch of the same source from the
+// same point (RED_TEAM 482), re-firing what the branch re-fires. It
+// returns the failed source and the failed replay fork.
 func retryOfFailedReplayFork(t *testing.T, s *replayRetryStack) (src, rep runs.Run) {
 	t.Helper()
 	s.status.Store(http.StatusBadRequest)
@@ -247,18 +248,19 @@ func retryOfFailedReplayFork(t *testing.T, s *replayRetryStack) (src, rep runs.R
 			t.Fatalf("the retry's event %d: %s, the source's %s", i, retryEvs[i], srcEvs[i])
 		}
 	}
-	// A retry of a branch fork is a live run, as before: it sends.
+	// A retry of a branch fork is a branch of the same source from the
+	// same point (RED_TEAM 482): it sends what the branch sends.
 	brID := s.fork(t, srcID, `{"mode":"branch","fromSeq":3}`)
 	if br := s.execute(t, brID); br.Status != runs.StatusFailed || s.sent.Load() != 2 {
 		t.Fatalf("branch fork: %s, %d deliveries; want failed after sending", br.Status, s.sent.Load())
 	}
 	brRetryID := s.retry(t, brID)
-	if br := s.get(t, brRetryID); br.Fork != nil {
-		t.Fatalf("the retry of a branch fork carries a fork: %+v", br.Fork)
+	if br := s.get(t, brRetryID); br.Fork == nil || br.Fork.Mode != runs.ForkBranch || br.Fork.SourceRunID != srcID || br.Fork.FromSeq != 3 {
+		t.Fatalf("the retry of a branch fork: fork %+v, want a branch of the source from 3", br.Fork)
 	}
 	s.status.Store(http.StatusOK)
 	if br := s.execute(t, brRetryID); br.Status != runs.StatusCompleted || s.sent.Load() != 4 {
-		t.Fatalf("the retry of a branch fork: %s, %d deliveries; want completed, live (two more)", br.Status, s.sent.Load())
+		t.Fatalf("the retry of a branch fork: %s, %d deliveries; want completed, both executions re-fired (two more)", br.Status, s.sent.Load())
 	}
 	return src, rep
 }

@@ -129,8 +129,8 @@ var Routes = []Route{
 	// key. A literal segment: API Gateway declares it as it is.
 	{Method: http.MethodPost, Pattern: "/runs:bulk-cancel", Op: "bulkCancelRuns", Idempotent: true, check: checkBulkCancelBody, jsonBody: true, serve: (*Handler).bulkCancelRuns},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
-	// under the retry request's own key; a replay fork's retry is a replay
-	// fork of the same source (runs.NewRetry).
+	// under the retry request's own key; a fork's retry is a fork of the
+	// same source, point and mode (runs.NewRetry).
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, mints: true, noBody: true, serve: (*Handler).retryRun, object: (*Handler).runObject},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).

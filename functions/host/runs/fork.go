@@ -122,15 +122,22 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 // recipe stamps, so its side-effecting nodes are resolved from the
 // source's record, never performed, and fail closed
 // (replay_source_missing) where the source recorded no outcome, as the
-// fork's did. A retry of any other run, a branch fork's too, is a live
-// run of its own with the host's current stamps.
+// fork's did. A retry of a branch fork is a branch of the same source from
+// the same point (RED_TEAM 482): it inherits the branch's fixed history
+// (the executions the source performed before fromSeq are not performed
+// again) and re-fires what the branch re-fired, under its own identities
+// and the host's current stamps (BranchStamps). A retry of a run that is
+// no fork is a live run of its own with the host's current stamps.
 func NewRetry(failed Run, now time.Time) Run {
 	r := NewRun(failed.Tenant, failed.WorkflowID, failed.Inputs, now)
 	r.RetryOf = failed.ID
 	r.Options = failed.Options // the same request's RunOptions
-	if failed.IsReplay() {
+	if failed.Fork != nil {
 		f := *failed.Fork
 		f.Inherited, f.Ancestry, f.Recorded = slices.Clone(f.Inherited), slices.Clone(f.Ancestry), slices.Clone(f.Recorded)
+		if f.Mode == ForkBranch {
+			f.BranchStamps = r.Stamps // the host's current ones, as NewRun set them
+		}
 		r.Fork, r.Stamps = &f, failed.Stamps
 	}
 	return r

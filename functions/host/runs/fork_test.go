@@ -112,9 +112,17 @@ func TestNewRetryOfAReplayForkIsTheSameReplay(t *testing.T) {
 			}
 		}
 	}
-	for _, failed := range []Run{orig, branch} {
-		if r := NewRetry(failed, now); r.Fork != nil || r.Stamps != identity.CurrentStamps() || r.RetryOf != failed.ID {
-			t.Fatalf("the retry of %s: fork %+v stamps %+v", failed.ID, r.Fork, r.Stamps)
-		}
+	if r := NewRetry(orig, now); r.Fork != nil || r.Stamps != identity.CurrentStamps() || r.RetryOf != orig.ID {
+		t.Fatalf("the retry of %s: fork %+v stamps %+v", orig.ID, r.Fork, r.Stamps)
+	}
+	// A retry of a branch is a branch of the same source from the same
+	// point (RED_TEAM 482): the branch's history and stamps for it, the
+	// host's current stamps for its own work.
+	branch.Fork.BranchStamps = old
+	r := NewRetry(branch, now)
+	if r.RetryOf != branch.ID || r.IsReplay() || r.Fork == nil || r.Fork == branch.Fork || r.Fork.Mode != ForkBranch ||
+		r.Fork.SourceRunID != orig.ID || r.Fork.FromSeq != 3 || len(r.Fork.Inherited) != 3 || len(r.Fork.Ancestry) != 1 ||
+		r.Stamps != branch.Stamps || r.Fork.BranchStamps != identity.CurrentStamps() || r.EffectStamps() != identity.CurrentStamps() {
+		t.Fatalf("the retry of the branch: fork %+v stamps %+v", r.Fork, r.Stamps)
 	}
 }
