@@ -955,7 +955,7 @@ func (x *Executor) drive(ctx context.Context, run runs.Run) error {
 // recomputed under another recipe).
 func permanent(err error) bool {
 	var nf *NodeFailedError
-	return errors.As(err, &nf) || errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, webhook.ErrRetriesExhausted) ||
+	return errors.As(err, &nf) || errors.Is(err, runs.ErrForkUnreadable) || errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, webhook.ErrRetriesExhausted) ||
 		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch) ||
 		errors.Is(err, ledger.ErrUnsupportedRecipe) || errors.Is(err, ledger.ErrAttemptsExhausted)
 }
@@ -1325,7 +1325,12 @@ func (e *finishUnwritten) Error() string {
 func (e *finishUnwritten) Unwrap() error { return e.err }
 
 // runNodes executes the workflow's nodes in order, each from its start.
+// A fork whose description could not be read executes nothing and ends
+// failed (runs.ErrForkUnreadable).
 func (x *Executor) runNodes(ctx context.Context, run runs.Run, rc runCaps) error {
+	if run.Fork != nil && run.Fork.Unreadable {
+		return runs.ErrForkUnreadable
+	}
 	if g, ok := webhook.GraphOf(run.WorkflowID); ok {
 		return x.runGraph(ctx, run, rc, g)
 	}

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -61,7 +62,17 @@ type Fork struct {
 	// all it would ever have.
 	Recorded       []InheritedEvent `json:"recorded,omitempty"`
 	SourceComplete bool             `json:"sourceComplete,omitempty"`
+	// Unreadable is set on a run whose stored fork description could not
+	// be read (RED_TEAM 483): its source, mode and point are unknown, so
+	// it reads as a replay (every seam denies) and the executor fails it
+	// (ErrForkUnreadable), never executing it as a live run. Never stored.
+	Unreadable bool `json:"-"`
 }
+
+// ErrForkUnreadable is the error of executing a run whose fork
+// description could not be read (Fork.Unreadable): it ends failed, and
+// nothing of it is performed.
+var ErrForkUnreadable = errors.New("host: the run is a fork whose description cannot be read; it is not executed")
 
 // Ancestor is one run of a fork's ancestry, as RecordOf reads it.
 type Ancestor struct {

@@ -45,13 +45,19 @@ func logAV(evs []LogEvent) types.AttributeValue {
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-// forkFromItem reads the fork and node log of an item into r.
+// forkFromItem reads the fork and node log of an item into r. A fork
+// attribute that is not a fork description this version reads (not a
+// string, not JSON, a member of another type) makes r a fork marked
+// Unreadable, never a run that is no fork: a replay fork read as one
+// would perform the effects its replay suppresses (RED_TEAM 483).
 func forkFromItem(m map[string]types.AttributeValue, r *Run) {
-	if v, ok := m[runAttrFork].(*types.AttributeValueMemberS); ok {
+	if av, ok := m[runAttrFork]; ok {
 		var f Fork
-		if json.Unmarshal([]byte(v.Value), &f) == nil {
-			r.Fork = &f
+		v, ok := av.(*types.AttributeValueMemberS)
+		if !ok || json.Unmarshal([]byte(v.Value), &f) != nil {
+			f = Fork{Mode: ForkReplay, Unreadable: true}
 		}
+		r.Fork = &f
 	}
 	if l, ok := m[runAttrLog].(*types.AttributeValueMemberL); ok {
 		for _, x := range l.Value {
