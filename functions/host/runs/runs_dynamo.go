@@ -36,6 +36,9 @@ type DynamoAPI interface {
 // errorCode (Breach),
 // liveShard (on live runs only: the byLive index, see stale.go),
 // createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
+// failTok and writeTok (the token of the last NoteFailure call, and of the
+// last other write of the run, by which a call whose answer was lost
+// recognises its own landed write),
 // retryOf (a retry's failed run), retries (a string set: the runs retrying
 // a failed run), claimEpoch (Run.Epoch, absent on a run never taken), version and history (the version log: a
 // list with one map per version, field -> JSON text of the value set; every
@@ -120,22 +123,26 @@ const (
 	runAttrFails   = "failures"
 	runAttrLastErr = "lastError"
 	runAttrFailTok = "failTok"
-	runAttrAIR     = "activityIdentityRecipe"
-	runAttrSRR     = "semanticRequestRecipe"
-	runAttrWakeAt  = "wakeAt"    // Unix ms; only on parked runs
-	runAttrWake    = "wakeShard" // "due" on parked runs: the sparse byWake index's key
-	runAttrWakeN   = "wakeAttempt"
-	runAttrWakeMax = "wakeMaxAttempts"
-	runAttrWakeDL  = "wakeDeadline"
-	runAttrRetryOf = "retryOf"
-	runAttrRetries = "retries"      // SS: the runs retrying this failed run (Run.Retries)
-	runAttrVersion = "version"      // N: the run's version (Run.Version)
-	runAttrHistory = "history"      // L of M{field: S(JSON value)}: the version log
-	runAttrLive    = "liveShard"    // "live#N" on live runs: the sparse byLive index's key
-	runAttrEpoch   = "claimEpoch"   // N: the executor claim's fencing token (Run.Epoch)
-	runAttrConfig  = "configurable" // S: RunOptions.configurable, JSON text (Run.Options)
-	runAttrTags    = "tags"         // S: RunOptions.tags, JSON text
-	runAttrMeta    = "metadata"     // S: RunOptions.metadata, JSON text
+	// runAttrWriteTok (S) is the token of the call that last wrote the
+	// run through updateRun, by which a write whose answer was lost is
+	// recognised as that call's own (RED_TEAM 570).
+	runAttrWriteTok = "writeTok"
+	runAttrAIR      = "activityIdentityRecipe"
+	runAttrSRR      = "semanticRequestRecipe"
+	runAttrWakeAt   = "wakeAt"    // Unix ms; only on parked runs
+	runAttrWake     = "wakeShard" // "due" on parked runs: the sparse byWake index's key
+	runAttrWakeN    = "wakeAttempt"
+	runAttrWakeMax  = "wakeMaxAttempts"
+	runAttrWakeDL   = "wakeDeadline"
+	runAttrRetryOf  = "retryOf"
+	runAttrRetries  = "retries"      // SS: the runs retrying this failed run (Run.Retries)
+	runAttrVersion  = "version"      // N: the run's version (Run.Version)
+	runAttrHistory  = "history"      // L of M{field: S(JSON value)}: the version log
+	runAttrLive     = "liveShard"    // "live#N" on live runs: the sparse byLive index's key
+	runAttrEpoch    = "claimEpoch"   // N: the executor claim's fencing token (Run.Epoch)
+	runAttrConfig   = "configurable" // S: RunOptions.configurable, JSON text (Run.Options)
+	runAttrTags     = "tags"         // S: RunOptions.tags, JSON text
+	runAttrMeta     = "metadata"     // S: RunOptions.metadata, JSON text
 	// runAttrCancelledUnwritten (N, Unix ms) marks the item a cancel
 	// writes at a run id no run holds yet (cancelUnwritten): not a run
 	// (RunFromItem), honoured by the retry's Create (taken).
@@ -988,16 +995,14 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	if errMsg == "" {
 		errMsg = "(no message)"
 	}
-	tok := failureToken()
+	tok := callToken()
 	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
 		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
 		Set(expression.Name(runAttrFailTok), expression.Value(tok))
 	upd = newVersion(upd, version(fieldLastError, errMsg))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
-	notThisCall := expression.AttributeNotExists(expression.Name(runAttrFailTok)).
-		Or(expression.Name(runAttrFailTok).NotEqual(expression.Value(tok)))
-	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live, notThisCall)
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live, notThisCall(runAttrFailTok, tok))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return 0, err
@@ -1019,7 +1024,7 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 		if gerr != nil {
 			return 0, fmt.Errorf("host: get run: %w", gerr)
 		}
-		if t, ok := got.Item[runAttrFailTok].(*types.AttributeValueMemberS); ok && t.Value == tok {
+		if holdsToken(got.Item, runAttrFailTok, tok) {
 			if n, ok := got.Item[runAttrFails].(*types.AttributeValueMemberN); ok {
 				return strconv.Atoi(n.Value)
 			}
@@ -1039,9 +1044,9 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	return strconv.Atoi(n.Value)
 }
 
-// failureToken returns 96 random bits, base64url: the token of one
-// NoteFailure call.
-func failureToken() string {
+// callToken returns 96 random bits, base64url: the token of one write
+// call (NoteFailure's failTok, updateRun's writeTok).
+func callToken() string {
 	b := make([]byte, 12)
 	if _, err := rand.Read(b); err != nil {
 		panic("host: no randomness: " + err.Error())
@@ -1050,12 +1055,16 @@ func failureToken() string {
 }
 
 // Schedule implements RunStore: one UpdateItem (SET wakeShard, wakeAt,
-// wakeAttempt, wakeMaxAttempts, wakeDeadline, updatedAt) conditional on the
-// run being pending or running.
+// wakeAttempt, wakeMaxAttempts, wakeDeadline, updatedAt, and writeTok, a
+// token of this call) conditional on the run being pending or running and
+// not holding that token: a write whose answer was lost is applied once,
+// its SDK retry refused and recognised by the token (RED_TEAM 570), as
+// updateRun's are.
 func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
-	upd := scheduleUpdate(w, now)
+	tok := callToken()
+	upd := scheduleUpdate(w, now).Set(expression.Name(runAttrWriteTok), expression.Value(tok))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
-	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live, notThisCall(runAttrWriteTok, tok))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return err
@@ -1067,8 +1076,18 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		if _, gerr := d.Get(ctx, id); gerr != nil {
+		// Rare path, one read (as before): this call's own write, landed
+		// with its answer lost, no run, or a run no longer live.
+		item, gerr := d.getItem(ctx, id)
+		if gerr != nil {
 			return gerr
+		}
+		r, ok := RunFromItem(item)
+		switch {
+		case ok && holdsToken(item, runAttrWriteTok, tok):
+			return nil
+		case !ok || d.gone(r):
+			return ErrRunNotFound
 		}
 		return ErrStatusConflict
 	}
@@ -1155,13 +1174,26 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 }
 
 // updateRun is the one conditional UpdateItem of a run's transitions
-// (Transition, AppendLog, Claim): upd applied when cond holds, the run
-// after it returned (ALL_NEW). When cond does not hold it returns the run
-// as it is with ErrStatusConflict: the item the failed condition returned
-// (ALL_OLD), or, on an engine that returns none, a consistent read;
-// ErrRunNotFound when that run is past its expiry (gone). what names the
-// write in other errors.
+// (Transition, AppendLog, Claim, Cancel, Finish, Breach, Park, Resume,
+// Pause, ...): upd applied when cond holds, the run after it returned
+// (ALL_NEW). The write also sets writeTok to a token of this call, and
+// its condition also requires the item not to hold that token already
+// (RED_TEAM 570): a write the engine applied whose answer was lost (a
+// connection reset, a timeout after the write) is sent again by the SDK,
+// and that retry, which would fail its own condition (the run moved on by
+// the write itself) or apply the write a second time, is refused; the item
+// the failed condition returns holds this call's token, and the call is
+// answered with it as the write left it, as its lost answer would have
+// been. When cond does not hold it returns the run as it is with
+// ErrStatusConflict: the item the failed condition returned (ALL_OLD),
+// or, on an engine that returns none, a consistent read (on that path
+// only, as before); ErrRunNotFound when there is no run, or that run is
+// past its expiry (gone). No round trip is added. what names the write in
+// other errors.
 func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, what string) (Run, error) {
+	tok := callToken()
+	upd = upd.Set(expression.Name(runAttrWriteTok), expression.Value(tok))
+	cond = cond.And(notThisCall(runAttrWriteTok, tok))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return Run{}, err
@@ -1175,14 +1207,19 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		cur, ok := RunFromItem(ccf.Item)
-		switch {
-		case ok && d.gone(cur):
-			return Run{}, ErrRunNotFound
-		case !ok:
-			if cur, err = d.Get(ctx, id); err != nil {
+		item := ccf.Item
+		if len(item) == 0 {
+			if item, err = d.getItem(ctx, id); err != nil {
 				return Run{}, err
 			}
+		}
+		cur, ok := RunFromItem(item)
+		switch {
+		case ok && holdsToken(item, runAttrWriteTok, tok):
+			// This call's own write, landed, its answer lost.
+			return cur, nil
+		case !ok || d.gone(cur):
+			return Run{}, ErrRunNotFound
 		}
 		return cur, ErrStatusConflict
 	}
@@ -1191,4 +1228,17 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 	}
 	r, _ := RunFromItem(out.Attributes)
 	return r, nil
+}
+
+// notThisCall is the condition that attribute attr does not hold tok, the
+// token of the call writing it: true of every item but the one that
+// call's own write, landed, left.
+func notThisCall(attr, tok string) expression.ConditionBuilder {
+	return expression.AttributeNotExists(expression.Name(attr)).Or(expression.Name(attr).NotEqual(expression.Value(tok)))
+}
+
+// holdsToken reports whether item's attribute attr holds tok.
+func holdsToken(item map[string]types.AttributeValue, attr, tok string) bool {
+	t, ok := item[attr].(*types.AttributeValueMemberS)
+	return ok && t.Value == tok
 }

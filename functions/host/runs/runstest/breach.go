@@ -132,15 +132,16 @@ func breachRace(t *testing.T, e *env) {
 	}
 }
 
-// breachLostAnswer: the breach applied and its answer was lost; the retry
-// is ErrStatusConflict with the run failed under the code, one event and
+// breachLostAnswer: the breach applied and its answer was lost; the call
+// is answered as its write left the run (RED_TEAM 570); a later call is
+// ErrStatusConflict with the run failed under the code, one event and
 // one version added.
 func breachLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	e.lose("UpdateItem")
-	if cur, err := e.st.Breach(e.ctx, r.ID, e.breachEv(time.Second), "run_timeout", "timeout", e.at(time.Second)); err != nil &&
-		(!errors.Is(err, runs.ErrStatusConflict) || cur.ErrorCode != "run_timeout") {
-		t.Fatalf("the breach whose answer was lost: %+v %v", cur, err)
+	if cur, err := e.st.Breach(e.ctx, r.ID, e.breachEv(time.Second), "run_timeout", "timeout", e.at(time.Second)); err != nil ||
+		cur.Status != runs.StatusFailed || cur.ErrorCode != "run_timeout" || breached(cur) != 1 || cur.Version != 3 {
+		t.Fatalf("the breach whose answer was lost: %+v %v, want the run failed, one cap.breached, version 3", cur, err)
 	}
 	cur, err := e.st.Breach(e.ctx, r.ID, e.breachEv(2*time.Second), "run_timeout", "timeout", e.at(2*time.Second))
 	if !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusFailed || cur.ErrorCode != "run_timeout" || breached(cur) != 1 || cur.Version != 3 {

@@ -141,14 +141,16 @@ func claimRace(t *testing.T, e *env) {
 	}
 }
 
-// claimLostAnswer: the claim applied and its answer was lost; the retry is
-// a conflict (the claim is progress), nobody holds the lost epoch, and the
-// run is claimable again once it has been without progress for the bound.
+// claimLostAnswer: the claim applied and its answer was lost; the call is
+// answered with the run it claimed (RED_TEAM 570: its pass drives it, not
+// the next pass a bound later); a later call is a conflict (the claim is
+// progress), and the run is claimable again once it has been without
+// progress for the bound.
 func claimLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	e.lose("UpdateItem")
-	if _, err := e.st.Claim(e.ctx, r.ID, e.at(0), e.at(window)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
-		t.Logf("the claim whose answer was lost: %v", err)
+	if got, err := e.st.Claim(e.ctx, r.ID, e.at(0), e.at(window)); err != nil || got.Epoch != 2 {
+		t.Fatalf("the claim whose answer was lost: %+v %v, want the run at epoch 2", got, err)
 	}
 	if _, err := e.st.Claim(e.ctx, r.ID, e.at(0), e.at(window)); !errors.Is(err, runs.ErrStatusConflict) {
 		t.Fatalf("retry of an applied claim: %v, want ErrStatusConflict", err)
@@ -205,13 +207,14 @@ func adoptRace(t *testing.T, e *env) {
 	}
 }
 
-// adoptLostAnswer: the adoption applied and its answer was lost; the
-// retry holds a later epoch, and the lost one is fenced.
+// adoptLostAnswer: the adoption applied and its answer was lost; the call
+// is answered with the epoch it took, once (RED_TEAM 570); a later call
+// holds a later epoch, and the earlier one is fenced.
 func adoptLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	e.lose("UpdateItem")
-	if _, err := e.st.Adopt(e.ctx, r.ID, e.at(time.Second)); err != nil {
-		t.Logf("the adoption whose answer was lost: %v", err)
+	if got, err := e.st.Adopt(e.ctx, r.ID, e.at(time.Second)); err != nil || got.Epoch != r.Epoch+1 || e.get(t, r.ID).Epoch != r.Epoch+1 {
+		t.Fatalf("the adoption whose answer was lost: %+v %v, want epoch %d, taken once", got, err, r.Epoch+1)
 	}
 	retry, err := e.st.Adopt(e.ctx, r.ID, e.at(time.Second))
 	if err != nil || retry.Epoch < r.Epoch+2 || retry.Epoch != e.get(t, r.ID).Epoch {

@@ -68,14 +68,16 @@ func parkFenced(t *testing.T, e *env) {
 	}
 }
 
-// parkLostAnswer: the park applied and its answer was lost; the retry
-// (same epoch, still running) parks again: one wake, due once.
+// parkLostAnswer: the park applied and its answer was lost; the call is
+// answered with the run parked, one version added (RED_TEAM 570: its
+// store retry is not applied again); the caller's retry (same epoch,
+// still running) parks again: one wake, due once.
 func parkLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	w := runs.Wake{At: e.at(time.Minute), Attempt: 2, MaxAttempts: 4}
 	e.lose("UpdateItem")
-	if _, err := e.st.Park(e.ctx, r.ID, r.Epoch, w, e.now); err != nil {
-		t.Logf("the park whose answer was lost: %v", err)
+	if got, err := e.st.Park(e.ctx, r.ID, r.Epoch, w, e.now); err != nil || !got.Wake.At.Equal(w.At) || got.Version != r.Version+1 {
+		t.Fatalf("the park whose answer was lost: %+v %v, want the run parked at version %d", got, err, r.Version+1)
 	}
 	if _, err := e.st.Park(e.ctx, r.ID, r.Epoch, w, e.now); err != nil {
 		t.Fatal(err)

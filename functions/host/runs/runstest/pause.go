@@ -448,6 +448,24 @@ func pauseLostAnswer(t *testing.T, e *env) {
 	}
 }
 
+// pauseLostAnswerNoWriter: a pause and a resume that name no writer (no
+// By the store could find its own write by), whose answers are lost, are
+// each answered as their write left the run and applied once (RED_TEAM
+// 570).
+func pauseLostAnswerNoWriter(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	e.lose("UpdateItem")
+	got, err := e.st.Pause(e.ctx, r.ID, runs.Pause{}, e.now)
+	if err != nil || got.Status != runs.StatusPaused || got.Version != r.Version+1 || count(got, runs.EventRunPaused) != 1 {
+		t.Fatalf("pause, answer lost: %s %v, want paused once", got.Status, err)
+	}
+	e.lose("UpdateItem")
+	res, err := e.st.Unpause(e.ctx, r.ID, "", "", e.at(time.Second))
+	if err != nil || res.Status != runs.StatusRunning || res.Version != r.Version+2 || count(res, runs.EventRunResumed) != 1 || res.Epoch != r.Epoch+1 {
+		t.Fatalf("resume, answer lost: %s %v, want running once", res.Status, err)
+	}
+}
+
 // pauseRetryAfterResume: a pause whose first execution applied (its
 // answer lost, its Idempotency-Key's record never written) and whose
 // retry comes after another request resumed the run does not pause the

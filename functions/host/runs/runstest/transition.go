@@ -62,18 +62,43 @@ func transitionRace(t *testing.T, e *env) {
 }
 
 // transitionLostAnswer: the transition applied and its answer was lost;
-// the retry is a conflict whose run already has the target status, which
-// is how the caller recognises its own write, and one version was added.
+// the call is answered as its write left the run (the store recognises
+// its own landed write: never a conflict its caller did not cause,
+// RED_TEAM 570), and one version was added. A later call's retry is a
+// conflict whose run already has the target status.
 func transitionLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	e.lose("UpdateItem")
-	if cur, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", e.at(time.Second)); err != nil &&
-		(!errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusCompleted) {
-		t.Fatalf("the transition whose answer was lost: %+v %v", cur, err)
+	if cur, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", e.at(time.Second)); err != nil ||
+		cur.Status != runs.StatusCompleted || cur.Version != 3 || !cur.UpdatedAt.Equal(e.at(time.Second)) {
+		t.Fatalf("the transition whose answer was lost: %+v %v, want the run completed at version 3", cur, err)
 	}
 	cur, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", e.at(2*time.Second))
 	if !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusCompleted || cur.Version != 3 || !cur.UpdatedAt.Equal(e.at(time.Second)) {
 		t.Fatalf("retry of an applied transition: %+v %v, want ErrStatusConflict with the run completed at version 3", cur, err)
+	}
+}
+
+// cancelLostAnswer: a cancel that applied and whose answer was lost is
+// answered as its write left the run, cancelled, though it names no
+// writer its caller could recognise the run by (RED_TEAM 570); a cancel
+// from pending or running (Cancel) and one at the version read
+// (CancelAt, where the store has it) alike. One version is added.
+func cancelLostAnswer(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	e.lose("UpdateItem")
+	if c, err := e.st.Cancel(e.ctx, r.ID, live, "", "no longer wanted", e.at(time.Second)); err != nil ||
+		c.Status != runs.StatusCancelled || c.Version != r.Version+1 || c.CancelReason != "no longer wanted" {
+		t.Fatalf("the cancel whose answer was lost: %s %v, want the run cancelled at version %d", c.Status, err, r.Version+1)
+	}
+	ca, ok := e.st.(runs.VersionCanceller)
+	if !ok {
+		return
+	}
+	r = e.running(t, 0)
+	e.lose("UpdateItem")
+	if c, err := ca.CancelAt(e.ctx, r.ID, r.Version, "", "", e.at(time.Second)); err != nil || c.Status != runs.StatusCancelled || c.Version != r.Version+1 {
+		t.Fatalf("the versioned cancel whose answer was lost: %s %v, want the run cancelled at version %d", c.Status, err, r.Version+1)
 	}
 }
 
@@ -174,14 +199,19 @@ func scheduleDue(t *testing.T, e *env) {
 	}
 }
 
-// scheduleLostAnswer: the park applied and its answer was lost; the retry
-// leaves one wake and the run is due once.
+// scheduleLostAnswer: the park applied and its answer was lost; the call
+// succeeds and adds one version (RED_TEAM 570: its store retry is not
+// applied again); the caller's retry leaves one wake and the run is due
+// once.
 func scheduleLostAnswer(t *testing.T, e *env) {
 	r := e.newRun(t, 0)
 	w := runs.Wake{At: e.at(time.Minute), Attempt: 2, MaxAttempts: 4}
 	e.lose("UpdateItem")
 	if err := e.st.Schedule(e.ctx, r.ID, w, e.now); err != nil {
-		t.Logf("the park whose answer was lost: %v", err)
+		t.Fatalf("the park whose answer was lost: %v", err)
+	}
+	if got := e.get(t, r.ID); got.Version != r.Version+1 {
+		t.Fatalf("the park whose answer was lost left version %d, want %d (applied once)", got.Version, r.Version+1)
 	}
 	if err := e.st.Schedule(e.ctx, r.ID, w, e.now); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,67 @@
+package execfn
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// TestStalePassDrivesTheRunWhoseClaimAnswerWasLost: the stale-run pass
+// claims a stranded run, the engine applies the claim and its answer is
+// lost, and the SDK's retry finds the run no longer stale (the claim moved
+// its update time). The pass still drives the run it claimed (the store
+// recognises its own landed claim, RED_TEAM 570): the run completes in that
+// pass, one delivery. Before, the pass skipped it as "progressed", and the
+// claimed run, which no execution drove, waited a whole staleness bound
+// more for the next pass.
+func TestStalePassDrivesTheRunWhoseClaimAnswerWasLost(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		faults := dynamotest.NewFaults()
+		table := e.CreateTable(t, "RunsTable")
+		xruns := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: table}
+		store := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: table}
+		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+		l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &Executor{Runs: xruns, StaleAfter: 5 * time.Second, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}},
+			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}}
+		rc := newReceiver(t)
+		in, _ := json.Marshal(map[string]any{"url": rc.srv.URL + "/hook", "payload": 1})
+		r := runs.NewRun("acme", webhook.WorkflowWebhook, in, clk.Now())
+		if err := store.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		// Started by an execution that then died: running, stranded.
+		if _, err := store.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Set(clk.Now().Add(time.Minute))
+		faults.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost()) // the pass's Claim
+		n, err := x.ResumeStale(ctx)
+		if faults.Fired() != 1 {
+			t.Fatalf("the claim's answer was not lost (%d faults fired)", faults.Fired())
+		}
+		got, gerr := store.Get(ctx, r.ID)
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		if err != nil || n != 1 || got.Status != runs.StatusCompleted || len(rc.seen()) != 1 {
+			t.Fatalf("the pass whose claim's answer was lost: drove %d (%v); the run is %s, %d deliveries; want it driven to completed, one delivery",
+				n, err, got.Status, len(rc.seen()))
+		}
+	})
+}
