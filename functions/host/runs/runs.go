@@ -258,6 +258,14 @@ var ErrStatusConflict = errors.New("host: run status changed")
 
 // RunStore persists runs. Implementations: MemRuns (tests, embedding) and
 // DynamoRuns (RunsTable).
+//
+// A call whose write the store applied and whose answer was lost on the
+// way (DynamoRuns: its SDK sent the write again) is answered as that write
+// left the run, as the lost answer would have been, and the write is
+// applied once: never ErrStatusConflict for a change the call made itself
+// (RED_TEAM 570). It is an error only where the store could not learn
+// the write's fate (the SDK gave up); a caller's own retry after that
+// error is another call, answered as the run then is.
 type RunStore interface {
 	// Create inserts r if no run has its id (ErrRunExists otherwise). A run
 	// without both recipe stamps, or whose id is not a runId of its
@@ -363,8 +371,8 @@ type RunStore interface {
 	// stale-run pass) a run another execution drives. It returns the run
 	// as stored afterwards; ErrStatusConflict (with the current run) when
 	// the run is not running or another execution holds it;
-	// ErrRunNotFound when there is none. Parking again (a retry after a
-	// lost answer) leaves one wake. A park refused because the run was
+	// ErrRunNotFound when there is none. Parking again (a caller's retry
+	// after an error) leaves one wake. A park refused because the run was
 	// paused (PauseStore) while this execution drained its node records
 	// the pause's held run.paused (the node will not drain before a
 	// resume): one more write, on that refusal only.
@@ -406,7 +414,7 @@ type RunStore interface {
 	// fenced from then on and writes nothing more. It returns the run as
 	// stored afterwards; ErrStatusConflict (with the current run) when the
 	// run has ended; ErrRunNotFound when there is none. Every call takes
-	// the run anew: a retry after a lost answer holds a later epoch.
+	// the run anew: a caller's retry after an error holds a later epoch.
 	Adopt(ctx context.Context, id string, now time.Time) (Run, error)
 	// Resume takes a parked run whose wake time has come (Due lists it)
 	// for the execution of its next attempt, in one compare-and-set: only
@@ -430,7 +438,7 @@ type RunStore interface {
 	// the run as stored afterwards; ErrStatusConflict (with the current
 	// run) when the run was taken by another execution, was paused
 	// otherwise or has ended: the caller stops; ErrRunNotFound when there is none.
-	// Renewing again (a retry after a lost answer) is harmless.
+	// Renewing again (a caller's retry after an error) is harmless.
 	Renew(ctx context.Context, id string, epoch int64, now time.Time) (Run, error)
 	// Breach ends a live (pending or running) run failed because one of
 	// its caps was breached (its run timeout, its loop iterations), in one
@@ -441,8 +449,9 @@ type RunStore interface {
 	// node-log append and stops. So of executors racing past a deadline
 	// exactly one records the breach and the end, and a run that ended
 	// first (completed, failed, cancelled) is never failed after:
-	// ErrStatusConflict with the run as it is. A retry after a lost answer
-	// finds the run failed with code (ErrStatusConflict). ErrRunNotFound
+	// ErrStatusConflict with the run as it is. A caller's retry after an
+	// error finds the run failed with code (ErrStatusConflict) when the
+	// first call's write landed. ErrRunNotFound
 	// when there is no run.
 	Breach(ctx context.Context, id string, ev LogEvent, code, errMsg string, now time.Time) (Run, error)
 }

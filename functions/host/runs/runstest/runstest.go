@@ -155,9 +155,11 @@ type Harness struct {
 	// store's write of the method under test: "PutItem", "UpdateItem")
 	// apply and lose its answer, as a network does (for DynamoRuns, a
 	// fault injected after send that the SDK retries). Each lost-answer
-	// case arms it before its first call, whose answer it then only
-	// requires to be consistent, and checks the caller's retry and the
-	// state. Default nil: the first call's answer is simply discarded.
+	// case arms it before its first call, which must be answered as its
+	// write left the run (the store recognises its own landed write,
+	// RED_TEAM 570; Create's and a node append's, as the run found), and
+	// checks the caller's retry and the state. Default nil: the first call
+	// is a plain call.
 	LoseNextAnswer func(op string)
 	// RoundTrips, if set, returns the backend round trips made since the
 	// last ResetRoundTrips (a dynamotest.Counter's Total); the suite then
