@@ -87,7 +87,7 @@ func appendLostAnswer(t *testing.T, e *env) {
 	evs := []runs.LogEvent{e.ev(runs.EventNodeStarted, "a", 0)}
 	e.lose("UpdateItem")
 	if got, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), evs, e.now); err != nil || !slices.Equal(logTypes(got), []string{"node.started@a"}) {
-		t.Logf("the append whose answer was lost: %v %v", logTypes(got), err)
+		t.Fatalf("the append whose answer was lost: %v %v, want no error and the event once", logTypes(got), err)
 	}
 	got, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), evs, e.now)
 	if err != nil || !slices.Equal(logTypes(got), []string{"node.started@a"}) {
