@@ -16,7 +16,7 @@ import (
 )
 
 // readyTimeout bounds one start attempt's wait for ListTables to answer.
-const readyTimeout = 90 * time.Second
+var readyTimeout = 90 * time.Second
 
 // stopGrace is how long Stop waits after SIGTERM before SIGKILL.
 const stopGrace = 2 * time.Second
@@ -75,9 +75,11 @@ type Server struct {
 
 // Start starts the engine named kind (a row of the engine table; any other
 // name is an error matching ErrUnknownEngine) on a free loopback port (Options.Port: that one, tried once) and
-// returns once it answers ListTables (bounded by ctx and 90 s per attempt; a port
-// lost to another process is retried on a new one, 3 attempts). On error
-// nothing it started is left running.
+// returns once it answers ListTables (bounded by ctx and 90 s; an engine
+// that exits before it answers, as one whose port another process took
+// does, is retried on a new port, 3 attempts; one that runs and does not
+// answer within the 90 s is not). On error nothing it started is left
+// running.
 func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 	eng, err := Lookup(kind)
 	if err != nil {
@@ -126,9 +128,18 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
+		exited := errors.Is(err, proc.ErrExited)
+		timedOut := ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
 		s.Stop()
+		if timedOut {
+			// The process runs and never answered: say how long it was
+			// waited for, and start it no more (RED_TEAM 560): another
+			// port does not help a live process, and each attempt added
+			// the whole wait again.
+			return nil, fmt.Errorf("%s did not answer within %v (%v); output: %s", kind, readyTimeout, err, s.out.String())
+		}
 		lastErr = fmt.Errorf("%s did not become ready: %v; output: %s", kind, err, s.out.String())
-		if ctx.Err() != nil || o.Port != 0 {
+		if ctx.Err() != nil || o.Port != 0 || !exited {
 			break
 		}
 	}
