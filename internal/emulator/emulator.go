@@ -148,10 +148,15 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 
 // StartDev starts kind for `idemkit dev`: Start(ctx, kind, o), with a hint
 // at --emulator and --dynamodb-endpoint when the emulator's program is not
-// installed.
+// installed (moto's without java: at installing either).
 func StartDev(ctx context.Context, kind string, o Options) (*Server, error) {
 	s, err := Start(ctx, kind, o)
-	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, ErrNoJava) {
+	switch {
+	case kind == Moto && errors.Is(err, exec.ErrNotFound) && !HasJava():
+		// Without java moto is the default: say that installing Java
+		// gives dev an engine too (RED_TEAM 561).
+		err = fmt.Errorf("%w; java is not on PATH either (DynamoDB Local, the default engine when it is, needs Java 11 or later): install one of the two, or pass --dynamodb-endpoint", err)
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, ErrNoJava):
 		err = fmt.Errorf("%w; choose another engine with --emulator, or pass --dynamodb-endpoint", err)
 	}
 	return s, err

@@ -54,3 +54,17 @@ func TestAnEngineThatNeverAnswersIsStartedOnce(t *testing.T) {
 		t.Fatalf("an engine that exits was started %d times, want 3", n)
 	}
 }
+
+// TestStartDevWithNeitherJavaNorMoto: on a machine with neither java nor
+// moto_server, `idemkit dev` (whose default engine is then moto) says
+// that java is missing too, so the user learns that either install
+// gives it an engine, not only moto's (RED_TEAM 561: it named
+// moto_server alone, and the README asks for Java first).
+func TestStartDevWithNeitherJavaNorMoto(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(EnvMotoServer, "")
+	_, err := StartDev(context.Background(), DefaultDevKind(), Options{})
+	if err == nil || !strings.Contains(err.Error(), "moto_server is not on PATH") || !strings.Contains(err.Error(), "java is not on PATH either") {
+		t.Fatalf("got %v", err)
+	}
+}
