@@ -190,6 +190,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return superviseDev(ctx, fs, o, stdout, stderr)
 		case "1":
 			o.Restart = supervisedRestart()
+			if ks := supervisedKeys(); ks != nil && len(keys) == 0 {
+				if err := devstack.CheckAPIKeys(ks); err != nil {
+					fmt.Fprintf(stderr, "idemkit dev: %s: %v\n", envSupervisedKeys, err)
+					return 1
+				}
+				o.APIKeys = ks
+			}
 		}
 	}
 	s, err := devstack.Start(ctx, o)

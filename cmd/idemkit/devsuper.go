@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +24,25 @@ import (
 // runs `idemkit dev --conformance-seams` in this process with no
 // supervisor (the kill modes answer 409; the command's in-process tests).
 const envSupervised = "IDEMKIT_DEV_SUPERVISED"
+
+// envSupervisedKeys hands the supervisor's API keys (KEY=TENANT, one a
+// line) to the `idemkit dev` it starts, which takes them as its --api-key
+// values and removes the variable from its environment.
+const envSupervisedKeys = "IDEMKIT_DEV_SUPERVISED_API_KEYS"
+
+// supervisedKeys returns the API keys the supervisor handed this process
+// (envSupervisedKeys) and removes the variable; nil when it set none.
+func supervisedKeys() []string {
+	v, ok := os.LookupEnv(envSupervisedKeys)
+	if !ok {
+		return nil
+	}
+	_ = os.Unsetenv(envSupervisedKeys)
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, "\n")
+}
 
 // The restart supervisor's timing, two terms of the recovery bound the
 // durability seam declares (devstack.Restart).
@@ -89,9 +109,10 @@ func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, std
 		}
 		args = append(args, "--"+f.Name+"="+f.Value.String())
 	})
-	for _, k := range keys {
-		args = append(args, "--api-key="+k)
-	}
+	// The keys go to the child in its environment, never on its command
+	// line, which every user of the machine reads in the process list
+	// (RED_TEAM 562); a process's environment is its user's to read.
+	keyEnv := envSupervisedKeys + "=" + strings.Join(keys, "\n")
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
@@ -100,7 +121,7 @@ func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, std
 	for restarts := 0; ; restarts++ {
 		cmd := exec.Command(exe, args...)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
-		cmd.Env = append(os.Environ(), envSupervised+"=1")
+		cmd.Env = append(os.Environ(), envSupervised+"=1", keyEnv)
 		p, err := proc.Start(cmd)
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkit dev: %v\n", err)

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
@@ -40,6 +41,9 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 			engine = emulator.DefaultDevKind()
 		}
 		noteEndpointVarUnused(o, logger)
+		if err := checkToolsVar(engine, o.Getenv); err != nil {
+			return nil, err
+		}
 		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
 		if err != nil {
 			return nil, err
@@ -98,8 +102,8 @@ func streamEngines() string {
 // user's cache directory on first use (a binary built with `go install`,
 // or copied elsewhere, run from any directory).
 func devToolsDir(getenv func(string) string) string {
-	if getenv != nil && getenv("IDEMKIT_TOOLS") != "" {
-		return getenv("IDEMKIT_TOOLS")
+	if getenv != nil && getenv(envTools) != "" {
+		return getenv(envTools)
 	}
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
 		if d := filepath.Join(filepath.Dir(file), "..", "..", "tools"); emulator.Installed(d) {
@@ -117,6 +121,29 @@ func devToolsDir(getenv func(string) string) string {
 		}
 	}
 	return ""
+}
+
+// envTools names the engines' directory dev starts DynamoDB Local and
+// dynalite from (devToolsDir).
+const envTools = "IDEMKIT_TOOLS"
+
+// checkToolsVar refuses $IDEMKIT_TOOLS naming a directory that is not
+// laid out as the clone's tools/ (its package-lock.json pins the
+// engines), for an engine that comes from it: npm would otherwise be run
+// in whatever directory it names, and its usage error be all dev says
+// (RED_TEAM 563). moto takes nothing from it.
+func checkToolsVar(engine string, getenv func(string) string) error {
+	if getenv == nil || engine == emulator.Moto {
+		return nil
+	}
+	dir := getenv(envTools)
+	if dir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err != nil {
+		return fmt.Errorf("%s=%s: no package-lock.json there: it names a directory laid out as the clone's tools/ (package.json and package-lock.json; the engines are installed there if missing); unset it to use the clone's tools/ or your user cache", envTools, dir)
+	}
+	return nil
 }
 
 // noteEndpointVarUnused logs that DYNAMODB_ENDPOINT, which stands for
@@ -144,6 +171,9 @@ func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), 
 	}
 	if o.Logger != nil {
 		noteEndpointVarUnused(o, o.Logger)
+	}
+	if err := checkToolsVar(engine, o.Getenv); err != nil {
+		return "", nil, err
 	}
 	m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
 	if err != nil {
