@@ -86,6 +86,12 @@ func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, std
 	endpoint := o.Endpoint
 	if endpoint == "" {
 		ep, stop, err := devstack.StartEngine(ctx, o)
+		if err != nil && ctx.Err() != nil {
+			// Ctrl-C while the engine started: a stop, as plain dev's
+			// (RED_TEAM 564); StartEngine stopped what it had started.
+			fmt.Fprintln(stderr, "idemkit dev: interrupted while starting; stopped what it had started")
+			return 0
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 			return 1
