@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -14,7 +15,7 @@ import (
 // s reports and closes ready. It is the root the stack is composed in: the
 // engine (startEngine), the tables and settings (devTables), the wired
 // handlers (newStack), serving them (serve).
-func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, s *Stack, ready chan<- struct{}) error {
+func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, s *Stack, ready chan<- struct{}) (err error) {
 	start := time.Now()
 	stdout = &syncWriter{w: stdout}
 	ln, err := net.Listen("tcp", o.Addr) // fail fast on a taken port
@@ -28,6 +29,25 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 		return err
 	}
 	defer eng.stop()
+	if eng.exited != nil {
+		// The engine dev started exits under it: stop the stack, and
+		// say so (RED_TEAM 565), rather than serve 503s no retry cures.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-eng.exited:
+				cancel(errEngineExited{engine: eng.engine, pid: eng.pid, output: eng.output()})
+			case <-ctx.Done():
+			}
+		}()
+		defer func() {
+			if e := (errEngineExited{}); errors.As(context.Cause(ctx), &e) {
+				err = e
+			}
+		}()
+	}
 	// tw wakes a table's stream poller after the stack wrote to it.
 	tw := newTableWaker()
 	client := emulator.Client(eng.endpoint, watchStore, tw.option, keepConns)

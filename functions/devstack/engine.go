@@ -27,11 +27,44 @@ type devEngine struct {
 	streams bool
 	// stop stops what startEngine started (the engine, or the proxy).
 	stop func()
+	// exited is closed when the engine dev started exits, by stop or on
+	// its own (nil, never closed, for an external endpoint); pid and
+	// output are that engine's.
+	exited <-chan struct{}
+	pid    int
+	output func() string
+}
+
+// errEngineExited is dev's result when the engine it started exited
+// under it (RED_TEAM 565): its tables were in that process's memory, so
+// no retry of the stack's requests can succeed.
+type errEngineExited struct {
+	engine string
+	pid    int
+	output string
+}
+
+func (e errEngineExited) Error() string {
+	msg := fmt.Sprintf("the DynamoDB engine (%s, pid %d) exited while dev was serving; its tables went with it: start idemkit dev again", e.engine, e.pid)
+	if out := strings.TrimSpace(e.output); out != "" {
+		// Its last lines: a crash's message comes last, a banner first.
+		if lines := strings.Split(out, "\n"); len(lines) > 4 {
+			out = strings.Join(lines[len(lines)-4:], "\n")
+		}
+		if len(out) > 600 {
+			out = "…" + out[len(out)-600:]
+		}
+		msg += "; its last output:\n" + out
+	}
+	return msg
 }
 
 // startEngine starts the DynamoDB engine of o, or reaches o.Endpoint.
 func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngine, error) {
 	stop := func() {}
+	var exited <-chan struct{}
+	var pid int
+	var output func() string
 	endpoint, engine := o.Endpoint, o.Engine
 	// streams: the engine has DynamoDB Streams (the engine table's
 	// capability; an external endpoint is asked, emulator.HasStreams).
@@ -50,6 +83,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 		}
 		stop = m.Stop
 		endpoint, streams = m.Endpoint, m.Engine.Caps.Streams
+		exited, pid, output = m.Done(), m.PID(), m.Output
 		logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
 	} else {
 		engine, streams = "external", emulator.HasStreams(ctx, endpoint)
@@ -66,7 +100,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", shownURL(o.Endpoint)))
 		}
 	}
-	return &devEngine{engine: engine, endpoint: endpoint, streams: streams, stop: stop}, nil
+	return &devEngine{engine: engine, endpoint: endpoint, streams: streams, stop: stop, exited: exited, pid: pid, output: output}, nil
 }
 
 // engineName is how the ready line names the DynamoDB engine: its Label in
