@@ -15,8 +15,7 @@ import (
 // package-lock.json: a typo, the clone's root) stops dev with a line
 // naming the variable and what it must name, before npm is run there
 // (RED_TEAM 563: `npm ci --prefix DIR` ran in the directory named, and its
-// usage error was all dev said). moto, which takes nothing from it, is not
-// concerned.
+// usage error was all dev said).
 func TestToolsVariableNamingNoToolsDirectoryIsSaid(t *testing.T) {
 	dir := t.TempDir()
 	getenv := func(k string) string {

@@ -74,7 +74,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 			engine = emulator.DefaultDevKind()
 		}
 		noteEndpointVarUnused(o, logger)
-		if err := checkToolsVar(engine, o.Getenv); err != nil {
+		if err := checkToolsVar(o.Getenv); err != nil {
 			return nil, err
 		}
 		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
@@ -163,11 +163,11 @@ const envTools = "IDEMKIT_TOOLS"
 
 // checkToolsVar refuses $IDEMKIT_TOOLS naming a directory that is not
 // laid out as the clone's tools/ (its package-lock.json pins the
-// engines), for an engine that comes from it: npm would otherwise be run
-// in whatever directory it names, and its usage error be all dev says
-// (RED_TEAM 563). moto takes nothing from it.
-func checkToolsVar(engine string, getenv func(string) string) error {
-	if getenv == nil || engine == emulator.Moto {
+// engines): npm would otherwise be run in whatever directory it names,
+// and its usage error be all dev says (RED_TEAM 563). It is checked
+// whichever engine starts, as every setting dev reads is.
+func checkToolsVar(getenv func(string) string) error {
+	if getenv == nil {
 		return nil
 	}
 	dir := getenv(envTools)
@@ -206,7 +206,7 @@ func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), 
 	if o.Logger != nil {
 		noteEndpointVarUnused(o, o.Logger)
 	}
-	if err := checkToolsVar(engine, o.Getenv); err != nil {
+	if err := checkToolsVar(o.Getenv); err != nil {
 		return "", nil, err
 	}
 	m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
