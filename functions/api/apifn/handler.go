@@ -100,9 +100,15 @@ type Config struct {
 	CrossRegion string
 	// ReplicationLagBoundMs is the declared replication lag bound advertised
 	// as multiRegion.replicationLagBoundMs (fenced-effects only), 0..60000.
-	// Default 0: settings.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
-	// not expressible here; no real replication meets it).
+	// Default 0: settings.DefaultReplicationLagBoundMs, unless
+	// ReplicationLagBoundDeclared.
 	ReplicationLagBoundMs int
+	// ReplicationLagBoundDeclared makes ReplicationLagBoundMs the declared
+	// bound even when it is 0 (REPLICATION_LAG_BOUND_MS=0, which the
+	// template allows): ConfigFromKit sets it, so the api function
+	// advertises the deployment's bound exactly, never the default in its
+	// place.
+	ReplicationLagBoundDeclared bool
 	// BaseURL prefixes eventsUrl/statusUrl. Default "https://" + the
 	// request's domain name.
 	BaseURL string
@@ -215,7 +221,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	// Discovery names the policy Layer 1 actually runs.
 	capOpts := []settings.CapabilityOption{settings.WithIdempotencyPolicy(cfg.Guard.Config().Policy.Name)}
-	if cfg.ReplicationLagBoundMs > 0 {
+	if cfg.ReplicationLagBoundMs > 0 || cfg.ReplicationLagBoundDeclared {
 		capOpts = append(capOpts, settings.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
 	}
 	if cfg.Test.ConformanceSeams {

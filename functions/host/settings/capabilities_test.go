@@ -16,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
@@ -47,7 +48,8 @@ func getCapabilities(t *testing.T, cross string, extraEnv ...string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, Logger: logger})
+	// The api function's main builds its Config with apifn.ConfigFromKit.
+	h, err := apifn.New(apifn.ConfigFromKit(&kit.Kit{Env: env, Runs: runs.NewMemRuns(), Guard: g, Ledger: l, Logger: logger}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,10 +254,14 @@ func ExampleCapabilitiesDoc() {
 
 // The deployment's declared lag bound (template parameter ReplicationLagBoundMs
 // -> REPLICATION_LAG_BOUND_MS) is what the api function advertises.
+// A declared bound of 0 (the template allows 0..60000) is advertised as 0,
+// not replaced by the default (RED_TEAM 580).
 func TestCapabilitiesAdvertiseConfiguredLagBound(t *testing.T) {
-	body := getCapabilities(t, settings.CrossRegionFenced, "REPLICATION_LAG_BOUND_MS", "7000")
-	if !strings.Contains(string(body), `"replicationLagBoundMs":7000`) {
-		t.Fatalf("configured lag bound not advertised: %s", body)
+	for _, bound := range []string{"7000", "0", "1"} {
+		body := getCapabilities(t, settings.CrossRegionFenced, "REPLICATION_LAG_BOUND_MS", bound)
+		if !strings.Contains(string(body), `"replicationLagBoundMs":`+bound+`,`) && !strings.Contains(string(body), `"replicationLagBoundMs":`+bound+`}`) {
+			t.Fatalf("configured lag bound %s not advertised: %s", bound, body)
+		}
 	}
 }
 
