@@ -872,3 +872,31 @@ func TestRenewalsNeverKeepTheRecordPastTheFence(t *testing.T) {
 		})
 	}
 }
+
+// Classify claims exactly-once only for a posture it knows to be safe
+// (single-region, fenced-effects) or a provider that deduplicates on the
+// stable key (RED_TEAM 583): a posture it does not know (unset, the removed
+// "best-effort" and "strict", a typo) is at-least-once-risk, as
+// reconciled-records is. It answered exactly-once for every posture but
+// reconciled-records.
+func TestClassifyClaimsExactlyOnceOnlyForAKnownSafePosture(t *testing.T) {
+	for _, tc := range []struct {
+		posture fence.CrossRegion
+		dedups  bool
+		want    fence.EffectRisk
+	}{
+		{fence.SingleRegion, false, fence.ExactlyOnce},
+		{fence.FencedEffects, false, fence.ExactlyOnce},
+		{fence.ReconciledRecords, false, fence.AtLeastOnceRisk},
+		{fence.ReconciledRecords, true, fence.ExactlyOnce},
+		{"", false, fence.AtLeastOnceRisk},
+		{"best-effort", false, fence.AtLeastOnceRisk},
+		{"strict", false, fence.AtLeastOnceRisk},
+		{"Fenced-Effects", false, fence.AtLeastOnceRisk},
+		{"best-effort", true, fence.ExactlyOnce},
+	} {
+		if got := fence.Classify(tc.posture, tc.dedups); got != tc.want {
+			t.Errorf("Classify(%q, %v) = %s, want %s", tc.posture, tc.dedups, got, tc.want)
+		}
+	}
+}

@@ -38,10 +38,13 @@ const (
 // says the provider suppresses duplicates of the stable provider key (e.g.
 // honours Idempotency-Key for at least the replication-lag bound). Under
 // reconciled-records an effect is at-least-once-risk unless its provider
-// deduplicates; under fenced-effects and single-region it is not.
+// deduplicates; under fenced-effects and single-region it is not. A
+// posture that is not one of the three (unset, a removed name such as
+// "best-effort" or "strict") claims nothing: it is classified as
+// reconciled-records is.
 func Classify(c CrossRegion, providerDedups bool) EffectRisk {
-	if c == ReconciledRecords && !providerDedups {
-		return AtLeastOnceRisk
+	if providerDedups || c == SingleRegion || c == FencedEffects {
+		return ExactlyOnce
 	}
-	return ExactlyOnce
+	return AtLeastOnceRisk
 }

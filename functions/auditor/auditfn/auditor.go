@@ -374,10 +374,10 @@ func resolution(r *ledger.Record) bool {
 // outcome, it is written over that, conditional on it as found; a claim
 // that recorded an outcome, or a record that moved on otherwise (a change
 // delivered again after the records converged), is left alone.
-func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecord, oldRec, newRec *ledger.Record, c *Counts) error {
+func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecord, oldRec, newRec *ledger.Record, c *Counts) (bool, error) {
 	if a.RestoreEffects == nil || r.EventName != "MODIFY" || oldRec.State != ledger.StateCompleted || newRec.State == ledger.StateCompleted ||
 		conflictaudit.Detect(oldRec, newRec) == nil {
-		return nil
+		return false, nil
 	}
 	winner := marked(r.OldImage, newRec.Owner)
 	written, current, err := a.RestoreEffects.Restore(ctx, winner, r.NewImage)
@@ -396,14 +396,14 @@ func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecor
 	if err != nil {
 		a.log().ErrorContext(ctx, "audit: writing back the completed effect record failed", slog.String("effect", keyhash.Log(oldRec.EffectID)),
 			slog.String("run_id", oldRec.RunID), slog.String("error", err.Error()))
-		return err
+		return false, err
 	}
 	if written {
 		c.RestoredEffects++
 		a.log().WarnContext(ctx, "audit: completed effect record written back over another region's claim", slog.String("effect", keyhash.Log(oldRec.EffectID)),
 			slog.String("run_id", oldRec.RunID), slog.String("claim_state", string(newRec.State)))
 	}
-	return nil
+	return written, nil
 }
 
 // effectRestoreEcho reports whether newImage, a completed record, was
@@ -436,13 +436,20 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 	// A stream change with both images (a MODIFY; DynamoDB never gives an
 	// INSERT an old image) is checked for a cross-region overwrite.
 	if a.Conflicts != nil && oldRec != nil && newRec != nil && (r.EventName == "MODIFY" || r.EventName == "INSERT") {
-		if err := a.completedOverwritten(ctx, r, oldRec, newRec, c); err != nil {
+		written, err := a.completedOverwritten(ctx, r, oldRec, newRec, c)
+		if err != nil {
 			// Nothing else of this record is counted: it is
 			// delivered again.
 			c.RestoreErr, c.Failed, c.failedTable = err, r.EventID, TableEffects
 			return
 		}
-		if a.Conflicts.Observe(oldRec, newRec) != nil {
+		// The event's winner is the record the replicas keep: the
+		// completed record where it was written back (RED_TEAM 581).
+		observe := a.Conflicts.Observe
+		if written {
+			observe = a.Conflicts.ObserveWrittenBack
+		}
+		if observe(oldRec, newRec) != nil {
 			c.Conflicts++
 		}
 	}

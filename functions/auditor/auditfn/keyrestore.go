@@ -209,6 +209,14 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	if kc != nil && !kc.Restore && restoreEcho(r.NewImage, old) {
 		return nil // a write-back over old's run: recorded where it was written
 	}
+	if a.Restore == nil && kc != nil && kc.Restore {
+		// Nothing is written back: the record keeps cur's run, and the
+		// event says so (RED_TEAM 582).
+		if a.Conflicts.ObserveKeyKept(old, cur) != nil {
+			c.Conflicts++
+		}
+		return nil
+	}
 	if (kc == nil || !kc.Restore) && !conflictaudit.HoldKey(old, cur) || a.Restore == nil {
 		record(old, cur)
 		observe()

@@ -77,14 +77,16 @@ type Conflict struct {
 	// Strategy is the deployment's posture (reconciled-records or
 	// fenced-effects).
 	Strategy fence.CrossRegion `json:"strategy"`
-	// Region is where the conflict was observed (the loser's region).
+	// Region is where the conflict was observed: the region whose replica
+	// the other region's write overwrote.
 	Region string `json:"region"`
 	// Kind is effect or slot.
 	Kind string `json:"kind"`
 	// Effect is the opaque effect reference (Config.EffectRef).
 	Effect string `json:"effect"`
-	// Winner is the write that survived (the new image), Loser the one it
-	// overwrote (the old image).
+	// Winner is the write the replicas keep, Loser the other: the new
+	// image and the old one it overwrote, or, where the old image was
+	// written back over the new (ObserveWrittenBack), the other way round.
 	Winner Party `json:"winner"`
 	Loser  Party `json:"loser"`
 	// Reason says which rule detected it: "same-attempt-other-owner",
@@ -200,7 +202,22 @@ func New(cfg Config) (*Auditor, error) {
 // Observe audits one stream change (old and new images, either may be nil).
 // A conflict is logged, counted and returned; otherwise Observe returns nil.
 func (a *Auditor) Observe(old, cur *ledger.Record) *Conflict {
+	return a.observe(Detect(old, cur))
+}
+
+// ObserveWrittenBack is Observe for a change whose old image the caller
+// wrote back over the new one (a completed record over the other region's
+// claim without an outcome): the replicas keep the old image, so the
+// event names it the winner and the new image, written over, the loser.
+func (a *Auditor) ObserveWrittenBack(old, cur *ledger.Record) *Conflict {
 	c := Detect(old, cur)
+	if c != nil {
+		c.Winner, c.Loser = c.Loser, c.Winner
+	}
+	return a.observe(c)
+}
+
+func (a *Auditor) observe(c *Conflict) *Conflict {
 	if c == nil {
 		return nil
 	}

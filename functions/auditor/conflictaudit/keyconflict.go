@@ -134,11 +134,35 @@ func HoldKey(old, cur KeyRecord) bool {
 		old.Run != "" && cur.Run == ""
 }
 
+// ResolutionNone is the Resolution of a Layer-1 conflict left as
+// replication left it (ObserveKeyKept): no rule was applied, and the
+// record keeps the run the newest write names.
+const ResolutionNone = "none"
+
 // ObserveKey audits one change of a Layer-1 record. A conflict is logged,
 // counted (MetricConflicts, kind "key") and returned; otherwise nil. The
-// record id appears only as keyhash.Log.
+// record id appears only as keyhash.Log. The event states the rule's
+// outcome: where the old image names the lower run it is the winner and
+// Restore is true, for the caller writes it back.
 func (a *Auditor) ObserveKey(old, cur KeyRecord) *KeyConflict {
+	return a.observeKey(DetectKey(old, cur))
+}
+
+// ObserveKeyKept is ObserveKey for a change nothing is written back over
+// (an auditor with no table to write: under fenced-effects, or
+// reconciled-records without one): the record keeps the new image's run,
+// so that run is the winner whichever is lower, Restore is false, and
+// Resolution is PartitionRecoveryLexMin only where the kept run is the
+// lower, ResolutionNone otherwise.
+func (a *Auditor) ObserveKeyKept(old, cur KeyRecord) *KeyConflict {
 	c := DetectKey(old, cur)
+	if c != nil && c.Restore {
+		c.Winner, c.Loser, c.Restore, c.Resolution = c.Loser, c.Winner, false, ResolutionNone
+	}
+	return a.observeKey(c)
+}
+
+func (a *Auditor) observeKey(c *KeyConflict) *KeyConflict {
 	if c == nil {
 		return nil
 	}
