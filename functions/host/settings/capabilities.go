@@ -189,10 +189,12 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // bound, so alarm on the tables' ReplicationLatency metric against it) on
 // how long a write takes to reach the other replicas. Under fenced-effects
 // neither guarantee above depends on it — both are decided in the home
-// region — so the multiRegion claim stays true even when real lag exceeds
-// the bound or a partition lasts; the bound covers only the freshness of
-// replica-local reads (GET /runs/{runId}/effects served from a replica
-// region's copy of EffectsTable). It is out of range unless 0..60000.
+// region — so both hold even when real lag exceeds the bound or a
+// partition lasts. The bound itself is the operator's declaration, not
+// enforced: the one replica-local read (GET /runs/{runId}/effects served
+// from a replica region's copy of EffectsTable) lags by the real
+// replication lag, past the bound during a partition. It is out of range
+// unless 0..60000.
 //
 // crossRegion names the posture (the schema describes what each rung says
 // about effects); docs/MULTI_REGION.md states what each posture guarantees,
