@@ -35,7 +35,10 @@ import (
 // The idempotency, runs and fence tables exist ONLY in eu here, so a call to us's
 // own region would fail: success proves the home routing. The effects table
 // has a replica in both regions (nothing replicates here): the effect
-// record is written in eu's, never in us's.
+// record is written in eu's, never in us's, and us's witness, which reads
+// us's replica, shows it only once it is copied there. The api is built
+// as its main builds it (apifn.ConfigFromKit), and the advertisement read
+// is the one it serves.
 func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	home, replica := e.InRegion(eu), e.InRegion(us)
@@ -61,8 +64,7 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if !k.Runs.(*runs.DynamoRuns).Transactional {
 		t.Fatal("createRun does not write its run in the record's transaction although both live in the home region")
 	}
-	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Witness, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, Logger: logger})
+	h, err := apifn.New(apifn.ConfigFromKit(k)) // as the api function's main builds it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +127,52 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if count(home, effectsTable) == 0 || count(replica, effectsTable) != 0 {
 		t.Fatalf("effect records: %d in the home region's replica, %d in us's; want them in the home region's only", count(home, effectsTable), count(replica, effectsTable))
 	}
-	// The advertisement of this deployment.
-	caps, err := env.CapabilitiesDoc()
+	// The witness (GET /runs/{runId}/effects) reads this region's replica of
+	// the effects table, the one read replicationLagBoundMs bounds: until
+	// replication brings the home region's record, the replica region's
+	// answer lacks the effect (for as long as the real lag, past the
+	// declared bound during a partition); once it has arrived, it shows it.
+	witnessRows := func() int {
+		t.Helper()
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/runs/" + runs.ProjectID(created.RunID) + "/effects"}
+		ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = http.MethodGet, ev.RawPath
+		ev.RequestContext.DomainName, ev.RequestContext.RequestID = "api.example.com", "req-witness"
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}}
+		resp, err := h.Handle(context.Background(), ev)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("witness in the replica region: %d %s %v", resp.StatusCode, resp.Body, err)
+		}
+		var p struct {
+			Effects []json.RawMessage `json:"effects"`
+		}
+		if err := json.Unmarshal([]byte(resp.Body), &p); err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Effects)
+	}
+	if n := witnessRows(); n != 0 {
+		t.Fatalf("the replica region's witness shows %d effects before its replica holds the record; it reads the local replica", n)
+	}
+	items, err := home.Client().Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(effectsTable), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, it := range items.Items { // replication, by hand
+		if _, err := replica.Client().PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(effectsTable), Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := witnessRows(); n != 1 {
+		t.Fatalf("the replica region's witness shows %d effects once the record replicated; want 1", n)
+	}
+	// The advertisement of this deployment, as its api function serves it.
+	disc := events.APIGatewayV2HTTPRequest{RawPath: "/.well-known/openwop"}
+	disc.RequestContext.HTTP.Method, disc.RequestContext.HTTP.Path = http.MethodGet, disc.RawPath
+	capsResp, err := h.Handle(context.Background(), disc)
+	if err != nil || capsResp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /.well-known/openwop: %d %s %v", capsResp.StatusCode, capsResp.Body, err)
+	}
+	caps := []byte(capsResp.Body)
 	var doc struct {
 		Idempotency struct {
 			CrossRegion string `json:"crossRegion"`

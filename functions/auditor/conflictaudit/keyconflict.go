@@ -75,7 +75,8 @@ type KeyParty struct {
 type KeyConflict struct {
 	// Event is always "cross_region_conflict".
 	Event string `json:"event"`
-	// Strategy is the deployment's posture (reconciled-records).
+	// Strategy is the deployment's posture (reconciled-records; under
+	// fenced-effects only a region writing its own replica conflicts).
 	Strategy string `json:"strategy"`
 	// Region is where the conflict was observed.
 	Region string `json:"region"`
@@ -83,13 +84,15 @@ type KeyConflict struct {
 	Kind string `json:"kind"`
 	// Record is the opaque record reference (keyhash.Log of its id).
 	Record string `json:"record"`
-	// Winner is the run the record converges on (the lower run id), Loser
-	// the other one.
+	// Winner is the run the record converges on (the lower run id, or,
+	// under ObserveKeyKept, the run replication kept), Loser the other one.
 	Winner KeyParty `json:"winner"`
 	Loser  KeyParty `json:"loser"`
 	// Reason is always ReasonTwoRuns.
 	Reason string `json:"reason"`
-	// Resolution is the rule applied: PartitionRecoveryLexMin.
+	// Resolution is the rule applied: PartitionRecoveryLexMin, or
+	// ResolutionNone where nothing is written back and the record keeps
+	// the higher run (ObserveKeyKept).
 	Resolution string `json:"resolution"`
 	// Restore is true when the winner is the old image: this region writes
 	// it back (the new image, the loser, came from replication).
