@@ -33,7 +33,10 @@
 //     lexicographic-min-run-id, the record as a keyhash), and, with Restore,
 //     resolved: where this region holds the higher run, the lower one's image
 //     is written back, so both regions converge on the lower run id whatever
-//     order the writes replicated in (conflictaudit.DetectKey). The
+//     order the writes replicated in (conflictaudit.DetectKey); without
+//     Restore the event names the run the record kept the winner
+//     (conflictaudit.Auditor.ObserveKeyKept), as an effect conflict whose
+//     completed record is written back names that record the winner. The
 //     write-back is marked with the run it writes over, and its own change
 //     (read in this region's stream and, replicated, in the other's) is
 //     not recorded again: one event per conflict. A REMOVE of
