@@ -44,7 +44,7 @@ import (
 )
 
 // MetricConflicts counts cross-region duplicate claims. Dimensions (bounded):
-// "strategy" (the posture), "kind" (effect or slot), "region" (where the
+// "strategy" (the posture), "kind" (effect, slot, or key for a Layer-1 conflict), "region" (where the
 // conflict was observed).
 const MetricConflicts = "openwop.idempotency.cross_region_conflicts_total"
 
