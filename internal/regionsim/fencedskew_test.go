@@ -91,6 +91,14 @@ func TestFencedEffectsUnderClockSkew(t *testing.T) {
 			}
 			w.heal(t)
 			w.converged(t, eff.Identity.EffectID)
+			// Every write went to the home region's table, each
+			// conditional on the one before: the takeover on a clock
+			// ahead is no conflict in any region's stream.
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.events) != 0 {
+				t.Fatalf("conflict events %+v; want none under fenced-effects", w.events)
+			}
 		})
 	}
 }
