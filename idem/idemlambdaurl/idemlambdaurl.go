@@ -29,6 +29,7 @@
 package idemlambdaurl
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -38,6 +39,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdaurl"
 
 	"github.com/idemkit/idemkit/idem/internal/streamed"
+	"github.com/idemkit/idemkit/internal/apierr"
 )
 
 // Wrap is lambdaurl.Wrap for handler, typically a Guard's net/http
@@ -60,8 +62,35 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 		handler.ServeHTTP(w, r.WithContext(streamed.With(r.Context())))
 	}))
 	return func(ctx context.Context, req *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
+		if bad := unreadable(req); bad != nil {
+			return bad, nil
+		}
 		return serve(ctx, withCookieHeader(req))
 	}
+}
+
+// unreadable answers 400 validation_error, in the error envelope, an event
+// lambdaurl cannot turn into an http.Request: a raw path with an invalid
+// percent-escape (a client's GET /%zz) or a control character, a method
+// that is no HTTP token, or no event at all. lambdaurl returns an error
+// for the first two (and dereferences the nil event), which fails the
+// invocation, and the function URL answers its caller 502 for what was
+// the client's mistake (RED_TEAM 590). It builds the URL as lambdaurl
+// does; nil is returned for every event lambdaurl can serve.
+func unreadable(req *events.LambdaFunctionURLRequest) *events.LambdaFunctionURLStreamingResponse {
+	msg := "The request is not a function URL event."
+	if req != nil {
+		u := "https://" + req.RequestContext.DomainName + req.RawPath
+		if req.RawQueryString != "" {
+			u += "?" + req.RawQueryString
+		}
+		if _, err := http.NewRequest(req.RequestContext.HTTP.Method, u, http.NoBody); err == nil {
+			return nil
+		}
+		msg = "The request's method or path cannot be read as an HTTP request."
+	}
+	e := apierr.New(http.StatusBadRequest, apierr.CodeValidation, "%s", msg)
+	return &events.LambdaFunctionURLStreamingResponse{StatusCode: e.Status, Headers: e.Headers(), Body: bytes.NewReader(e.Body())}
 }
 
 // withCookieHeader returns req with its cookies as the Cookie header: a
