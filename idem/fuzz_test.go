@@ -3,10 +3,10 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/canon"
 	"net/http"
 	"os"
 	"regexp"
-	"github.com/idemkit/idemkit/idem/canon"
 	"strings"
 	"testing"
 	"unicode/utf8"
