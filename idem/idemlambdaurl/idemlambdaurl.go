@@ -51,7 +51,11 @@ import (
 // from the one it was given. The event's cookies (a function URL sends
 // them in its cookies list, not among its headers) reach the handler as
 // the request's Cookie header, so a route that declares Cookie among its
-// fingerprint headers (idem.Route.Headers) fingerprints them.
+// fingerprint headers (idem.Route.Headers) fingerprints them. An event
+// that cannot be read as an HTTP request (a path with an invalid
+// percent-escape or a control byte) is answered 400 validation_error in
+// the error envelope without running handler, rather than failing the
+// invocation (which the function URL answers 502).
 //
 // It panics when handler is nil: a wiring mistake.
 func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
