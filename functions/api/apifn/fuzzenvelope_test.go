@@ -31,7 +31,8 @@ var vendorErrorCode = regexp.MustCompile(`^idemkit\.[a-z][a-z0-9_]*$`)
 // path and query, two headers whose names may spell Idempotency-Key,
 // Content-Type or Accept in any case (the key under two spellings), the
 // body with isBase64Encoded, and an authorizer context (a Lambda
-// authorizer's tenantId, a JWT claim, or none). Whatever arrives: no
+// authorizer's tenantId as a string, an object or a number, a JWT claim,
+// or none). Whatever arrives: no
 // panic, no error, never a 5xx; every non-2xx answer but HEAD's and a
 // 304 is the envelope {error, message, details?} whose code is the
 // OpenWOP registry's or the idemkit. vendor form; and after a 4xx, each
@@ -83,6 +84,8 @@ func FuzzHandleEnvelope(f *testing.F) {
 	f.Add("POST", "/runs", "", "idempotency-key", k1, "content-type", "application/json", noop, false, "acme/evil", 0)
 	f.Add("POST", "/runs", "", "idempotency-key", k1, "content-type", "application/json", noop, false, strings.Repeat("t", 2000), 0)
 	f.Add("POST", "/runs", "", "idempotency-key", k1, "content-type", "application/json", noop, false, "", 1)
+	f.Add("POST", "/runs", "", "idempotency-key", k1, "content-type", "application/json", noop, false, "acme", 3)
+	f.Add("POST", "/runs", "", "idempotency-key", k1, "content-type", "application/json", noop, false, "acme", 4)
 
 	f.Fuzz(func(t *testing.T, method, rawPath, query, name1, value1, name2, value2, body string, b64 bool, tenant string, authShape int) {
 		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard(),
@@ -104,7 +107,7 @@ func FuzzHandleEnvelope(f *testing.F) {
 				Body: body, IsBase64Encoded: b64, Headers: headers}
 			ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = method, rawPath
 			ev.RequestContext.RequestID, ev.RequestContext.DomainName = "fuzz", "api.example.com"
-			switch authShape % 3 {
+			switch authShape % 5 {
 			case 0:
 				if tenant != "" {
 					ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": tenant}}
@@ -112,6 +115,10 @@ func FuzzHandleEnvelope(f *testing.F) {
 			case 1:
 				ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 					JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"tenantId": tenant}}}
+			case 3: // a Lambda authorizer's context that is not a string
+				ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": map[string]any{"id": tenant}}}
+			case 4:
+				ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": float64(len(tenant))}}
 			}
 			return ev
 		}
