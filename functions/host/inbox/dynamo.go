@@ -47,8 +47,9 @@ var ErrConfig = errors.New("inbox: invalid config")
 // "b_<id>" (the decision's by) and "t_<id>" (DecidedAt, Unix ms). Keep and
 // a winning Decide are one conditional UpdateItem (a Decide that forgets
 // old final entries one more); List and Get a strongly consistent GetItem;
-// a Decide or Keep whose condition failed reads the item once to say what
-// happened. An item holds up to 400 KB, about a thousand waiting or
+// a Decide or Keep whose condition failed says what happened from the item
+// the failed write returned, reading it once only where the engine returns
+// none (refusedItem). An item holds up to 400 KB, about a thousand waiting or
 // recently decided writes; a Keep beyond that writes nothing and is
 // ErrFull. A waiting entry also holds "r_<id>", room reserved for its
 // decision: a final Decide replaces it with s_, b_ and t_, so it never
@@ -133,16 +134,18 @@ func key(tenant string) map[string]types.AttributeValue {
 // "n_<caller>" in the same write, conditional on the entry being new and
 // the count below MaxPerCaller. The count only grows (a decision does not
 // touch it) and never falls below the caller's listed entries; a Keep
-// that finds it at the share reads the item once (as any refused
-// condition) and, when the caller's listed entries leave room, writes the
+// that finds it at the share takes the item from its refused write (as any
+// refused condition: refusedItem) and, when the caller's listed entries
+// leave room, writes the
 // entry with the count set to them, conditional on the count and its
 // resets ("g_<caller>", one more with each such write) as read: the count
 // alone may read the same again after another Keep set it back (to the
 // same number, or lower and counted up again), and two Keeps would both
 // take the last place. So
 // a Keep under the share is one write, as before; one at the count's limit
-// a read and a write; the same entry kept again (its refusal re-executed)
-// a read and a write more.
+// a write more; the same entry kept again (its refusal re-executed) a
+// write more; each with one read more where the engine returns no item
+// from a refused write.
 func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 	e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Millisecond)
 	b, err := json.Marshal(e)
@@ -161,7 +164,7 @@ func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 		if !failedCondition(err) {
 			return err
 		}
-		it, gerr := d.item(ctx, e.Tenant)
+		it, gerr := d.refusedItem(ctx, err, e.Tenant)
 		if gerr != nil {
 			return gerr
 		}
@@ -210,7 +213,7 @@ func (d *Dynamo) keep(ctx context.Context, e Entry, b []byte, by string) error {
 	}
 	err := d.write(ctx, e, b, cond, expression.UpdateBuilder{})
 	if failedCondition(err) {
-		cur, gerr := d.Get(ctx, e.Tenant, e.ID)
+		cur, gerr := d.refusedEntry(ctx, err, e.Tenant, e.ID)
 		if gerr != nil {
 			return gerr
 		}
@@ -235,6 +238,7 @@ func (d *Dynamo) write(ctx context.Context, e Entry, b []byte, cond expression.C
 	_, err = d.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(d.cfg.Table), Key: key(e.Tenant), UpdateExpression: expr.Update(),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	switch {
 	case err == nil, failedCondition(err):
@@ -252,6 +256,33 @@ func (d *Dynamo) write(ctx context.Context, e Entry, b []byte, cond expression.C
 func tooLarge(err error) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && strings.Contains(ae.ErrorMessage(), "Item size")
+}
+
+// refusedItem is the tenant's inbox item as the refused write err found
+// it: the item the write returned (ReturnValuesOnConditionCheckFailure
+// ALL_OLD, as DynamoDB returns it), else, where the engine returns none or
+// there is no item, one consistent read (RED_TEAM 550: the read was made
+// on every refusal, up to 100 read units for a full inbox).
+func (d *Dynamo) refusedItem(ctx context.Context, err error, tenant string) (map[string]types.AttributeValue, error) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+		return ccf.Item, nil
+	}
+	return d.item(ctx, tenant)
+}
+
+// refusedEntry is Get of the entry id after the refused write err
+// (refusedItem).
+func (d *Dynamo) refusedEntry(ctx context.Context, err error, tenant, id string) (Entry, error) {
+	it, err := d.refusedItem(ctx, err, tenant)
+	if err != nil {
+		return Entry{}, err
+	}
+	e, ok := decode(it, tenant, id)
+	if !ok {
+		return Entry{}, ErrNotFound
+	}
+	return e, nil
 }
 
 func (d *Dynamo) item(ctx context.Context, tenant string) (map[string]types.AttributeValue, error) {
@@ -380,10 +411,11 @@ func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by str
 	out, err := d.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(d.cfg.Table), Key: key(tenant), UpdateExpression: expr.Update(),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValues: types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if failedCondition(err) {
-		cur, gerr := d.Get(ctx, tenant, id)
+		cur, gerr := d.refusedEntry(ctx, err, tenant, id)
 		switch {
 		case gerr != nil:
 			return Entry{}, gerr
