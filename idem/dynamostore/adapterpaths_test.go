@@ -25,11 +25,11 @@ import (
 // answer (no wait budget) and a key mismatch 1 PutItem (the refused
 // claim; one GetItem more where the engine returns no item from it); a
 // handler's 5xx or error, never a key's answer, the claim and its
-// release (an UpdateItem; under the commerce policy a 5xx is the action's
-// recorded failure, a completion); a request refused before the claim (no key where keys are required, a key
-// outside the policy's grammar) none; the same key under another tenant a
-// first execution of its own (another record), never more than a plain
-// new key.
+// release (an UpdateItem; under the commerce policy a 5xx is the
+// action's recorded failure, a completion); a request refused before the
+// claim (no key where keys are required, a key outside the policy's
+// grammar) none; the same key under another tenant a first execution of
+// its own (another record), never more than a plain new key.
 func TestGuardRoundTripsPerPath(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, p := range []struct {
