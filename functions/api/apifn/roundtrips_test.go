@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
@@ -479,6 +480,54 @@ func erpTripRows() []tripRow {
 	}
 }
 
+// commerceTripRows are the paths the commerce policy changes: a
+// run-creating key's replay reads the run, and the inbox's entries are
+// each one caller's (one read more to find it).
+func commerceTripRows() []tripRow {
+	const sfx = " (the commerce policy)"
+	create := func(env *tripEnv) events.APIGatewayV2HTTPRequest {
+		e := commerceReq("POST", "/runs", env.key())
+		e.Body, e.Headers["content-type"] = tripCreate, "application/json"
+		return e
+	}
+	// entry keeps an entry of caller's (the checkout worker's when
+	// other is false, another worker's of the same tenant when true).
+	entry := func(t *testing.T, env *tripEnv, other bool) string {
+		t.Helper()
+		ev := commerceReq("GET", "/inbox", "")
+		if other {
+			ev.RequestContext.Authorizer.Lambda["worker"] = "refunds"
+		}
+		r := env.run(t, "acme", runs.StatusRunning)
+		id := tripEntryID(env)
+		if err := env.ib.Keep(context.Background(), inbox.Entry{ID: id, Tenant: "acme", Caller: env.f.h.callerOf(ev), Operation: "cancelRun",
+			RecordID: r.ID, DecidedVersion: 1, CurrentVersion: r.Version, CreatedAt: time.Now()}, ""); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	return []tripRow{
+		{method: "POST", pattern: "/runs", outcome: "first execution" + sfx, status: 201, want: ops("PutItem", 3), tx: ops("PutItem", 1, "TransactWriteItems", 1),
+			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest { return create(env) }},
+		{method: "POST", pattern: "/runs", outcome: "replay, the run read as it is now (still pending: 202)" + sfx, status: 202, want: ops("PutItem", 1, "GetItem", 1), noOld: 1,
+			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
+				return replayOf(t, env, create(env), 201)
+			}},
+		{method: "POST", pattern: "/inbox/{id}/discard", outcome: "first execution" + sfx, status: 200, want: ops("PutItem", 2, "GetItem", 1, "UpdateItem", 1),
+			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
+				return commerceReq("POST", "/inbox/"+entry(t, env, false)+"/discard", env.key())
+			}},
+		{method: "POST", pattern: "/inbox/{id}/discard", outcome: "another caller's entry, as no entry" + sfx, status: 404, want: ops("PutItem", 2, "GetItem", 1),
+			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
+				return commerceReq("POST", "/inbox/"+entry(t, env, true)+"/discard", env.key())
+			}},
+		{method: "POST", pattern: "/inbox/{id}/discard", outcome: "no such entry" + sfx, status: 404, want: ops("PutItem", 2, "GetItem", 1),
+			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
+				return commerceReq("POST", "/inbox/"+tripEntryID(env)+"/discard", env.key())
+			}},
+	}
+}
+
 var printTrips = os.Getenv("IDEMKIT_PRINT_TRIPS") != ""
 
 // TestRoundTripsPerRoute pins the DynamoDB round trips of every route of
@@ -492,11 +541,14 @@ func TestRoundTripsPerRoute(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("transactional=%v", tx), func(t *testing.T) {
-				openwop, erpEnv := newTripEnv(t, e, tx, idem.Policy{}), newTripEnv(t, e, tx, erp.Policy)
-				for _, row := range append(tripRows(), erpTripRows()...) {
+				openwop, erpEnv, commerceEnv := newTripEnv(t, e, tx, idem.Policy{}), newTripEnv(t, e, tx, erp.Policy), newTripEnv(t, e, tx, commerce.Policy)
+				for _, row := range slices.Concat(tripRows(), erpTripRows(), commerceTripRows()) {
 					env := openwop
-					if strings.HasSuffix(row.outcome, "(the ERP policy)") {
+					switch {
+					case strings.HasSuffix(row.outcome, "(the ERP policy)"):
 						env = erpEnv
+					case strings.HasSuffix(row.outcome, "(the commerce policy)"):
+						env = commerceEnv
 					}
 					name := row.method + " " + row.pattern + ": " + row.outcome
 					req := row.req(t, env)
