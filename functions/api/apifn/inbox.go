@@ -352,6 +352,13 @@ func (h *Handler) keepStale(ctx context.Context, se *decided.StaleError, e inbox
 // listInbox serves GET /inbox: the caller's waiting writes, oldest first,
 // as {"entries": [...]} (an entry a resubmission holds is still listed).
 func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	if c.ev.RequestContext.HTTP.Method == http.MethodHead {
+		// Every caller has an inbox (an empty list at worst): a HEAD's
+		// status and header fields are GET's without reading the item,
+		// up to 400 KB read consistently for content a HEAD never
+		// carries (RED_TEAM 551).
+		return jsonResp(http.StatusOK, struct{}{})
+	}
 	all, err := h.cfg.Inbox.List(ctx, c.tenant)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
