@@ -353,7 +353,7 @@ func tripRows() []tripRow {
 		}
 	}
 	rows = append(rows,
-		// Refused under the claim, as createRun's body (ZZ1).
+		// Refused under the claim, as createRun's body (RED_TEAM CD).
 		tripRow{method: "POST", pattern: "/runs/{runId}:fork", outcome: "validation refusal", status: 400, want: ops("PutItem", 1, "DeleteItem", 1),
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", runPath(env.run(t, "acme", runs.StatusCompleted), ":fork"), `{"mode":"bogus"}`)
