@@ -89,7 +89,7 @@ func newAudited(t *testing.T, cfg auditedConfig) *audited {
 		mux.Handle("POST /runs", g.Middleware(cfg.handler(r)))
 		w.srv[r] = httptest.NewServer(mux)
 		t.Cleanup(w.srv[r].Close)
-		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: r,
+		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: r, KeyHashSecret: "deployment-secret",
 			Log: slog.New(slog.NewJSONHandler(&lockedWriter{mu: &w.mu, w: &w.logs}, nil))})
 		if err != nil {
 			t.Fatal(err)

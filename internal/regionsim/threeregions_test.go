@@ -122,7 +122,9 @@ func TestThreeRegionsLayer1ConvergesOnLowestRunID(t *testing.T) {
 				events, _ := w.events()
 				var got []string
 				lost := map[string]bool{}
+				records := map[string]bool{} // one key: one record reference in every region (docs/MULTI_REGION.md)
 				for _, ev := range events {
+					records[ev["record"].(string)] = true
 					wr, _ := ev["winner"].(map[string]any)
 					l, _ := ev["loser"].(map[string]any)
 					win, lose := wr["run"].(string), l["run"].(string)
@@ -140,6 +142,9 @@ func TestThreeRegionsLayer1ConvergesOnLowestRunID(t *testing.T) {
 				}
 				if lost[low] {
 					t.Errorf("the lowest run is recorded as a loser; events:\n%s", strings.Join(got, "\n"))
+				}
+				if len(records) != 1 {
+					t.Errorf("one key's conflict events name %d records %v, want one reference in every region", len(records), records)
 				}
 			})
 		}

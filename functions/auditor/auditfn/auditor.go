@@ -53,10 +53,12 @@
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
 // dimension "table" (effects | idempotency), except the conflict counter
 // above. Log lines carry effect ids and Layer-1 record ids only as
-// keyhash.Log values (the provider idempotency key is a public derivative of
+// keyed hashes (the provider idempotency key is a public derivative of
 // the effect id, identity.ProviderKey), with the run that created the
-// effect record for correlation; conflict events carry effect ids only as
-// keyhash.Log values too. The auditor only reads stream records, except for
+// effect record for correlation; conflict events carry effect ids, owner
+// tokens and record ids only as keyed hashes too, keyed by the
+// deployment's key-hash secret (Auditor.KeyHashSecret) so that every
+// region's auditor names one record alike. The auditor only reads stream records, except for
 // that one conditional restore of a Layer-1 winner and, with
 // RestoreEffects, the conditional write-back of a completed effect record
 // over the other region's claim that replaced it without an outcome (marked
@@ -182,7 +184,18 @@ type Auditor struct {
 	// a failed batch item. Default DefaultMargin (2 s; the function's
 	// timeout is 30 s).
 	Margin time.Duration
+	// KeyHashSecret keys the hashes that stand for effect and Layer-1
+	// record ids in the auditor's own lines, as Conflicts' events key
+	// theirs (conflictaudit.Config.KeyHashSecret): with the deployment's
+	// secret a record's lines and its conflict event name it alike in
+	// every region. Default "": a random salt per process. NewFromEnv sets
+	// both from IDEMPOTENCY_KEY_HASH_SECRET.
+	KeyHashSecret string
 }
+
+// ref renders an effect or record id for a log line: its hash keyed by
+// KeyHashSecret.
+func (a *Auditor) ref(id string) string { return keyhash.New(a.KeyHashSecret).Log(id) }
 
 func (a *Auditor) log() *slog.Logger {
 	if a.Logger != nil {
@@ -397,13 +410,13 @@ func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecor
 		}
 	}
 	if err != nil {
-		a.log().ErrorContext(ctx, "audit: writing back the completed effect record failed", slog.String("effect", keyhash.Log(oldRec.EffectID)),
+		a.log().ErrorContext(ctx, "audit: writing back the completed effect record failed", slog.String("effect", a.ref(oldRec.EffectID)),
 			slog.String("run_id", oldRec.RunID), slog.String("error", err.Error()))
 		return false, err
 	}
 	if written {
 		c.RestoredEffects++
-		a.log().WarnContext(ctx, "audit: completed effect record written back over another region's claim", slog.String("effect", keyhash.Log(oldRec.EffectID)),
+		a.log().WarnContext(ctx, "audit: completed effect record written back over another region's claim", slog.String("effect", a.ref(oldRec.EffectID)),
 			slog.String("run_id", oldRec.RunID), slog.String("claim_state", string(newRec.State)))
 	}
 	return written, nil
@@ -462,7 +475,7 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 	}
 	// The effect id only as a keyhash (the provider key derives from it),
 	// and the run that created the record, for correlation.
-	id, run := slog.String("effect", keyhash.Log(rec.EffectID)), slog.String("run_id", rec.RunID)
+	id, run := slog.String("effect", a.ref(rec.EffectID)), slog.String("run_id", rec.RunID)
 	switch r.EventName {
 	case "MODIFY", "INSERT":
 		switch {
@@ -537,13 +550,13 @@ func (a *Auditor) effectDeleted(ctx context.Context, r stream.StreamRecord, rec 
 	}
 	written, _, err := a.RestoreEffects.Restore(ctx, marked(r.OldImage, ""), nil)
 	if err != nil {
-		a.log().ErrorContext(ctx, "audit: writing back the deleted effect record failed", slog.String("effect", keyhash.Log(rec.EffectID)),
+		a.log().ErrorContext(ctx, "audit: writing back the deleted effect record failed", slog.String("effect", a.ref(rec.EffectID)),
 			slog.String("run_id", rec.RunID), slog.String("error", err.Error()))
 		return false, err
 	}
 	if written {
 		c.RestoredEffects++
-		a.log().WarnContext(ctx, "audit: effect record deleted by another region's TTL written back", slog.String("effect", keyhash.Log(rec.EffectID)),
+		a.log().WarnContext(ctx, "audit: effect record deleted by another region's TTL written back", slog.String("effect", a.ref(rec.EffectID)),
 			slog.String("run_id", rec.RunID), slog.String("state", string(rec.State)))
 	}
 	return written, nil
@@ -569,7 +582,7 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 		// attempt the item shows without reclaiming anything.
 		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && oldState == "pending" && !writtenBack(r.NewImage) {
 			c.Reclaims[TableIdempotency]++
-			a.log().WarnContext(ctx, "audit: idempotency lease reclaimed", slog.String("record", keyhash.Log(pk)),
+			a.log().WarnContext(ctx, "audit: idempotency lease reclaimed", slog.String("record", a.ref(pk)),
 				slog.Int64("attempt", num(r.NewImage, "attempt")))
 		}
 	case "REMOVE":
@@ -579,10 +592,10 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 				// before the deletion (a request nobody retried), so no
 				// handler held it and a retry would have run again
 				// anyway; nothing to page for.
-				a.log().InfoContext(ctx, "audit: TTL deleted an abandoned pending idempotency record", slog.String("record", keyhash.Log(pk)))
+				a.log().InfoContext(ctx, "audit: TTL deleted an abandoned pending idempotency record", slog.String("record", a.ref(pk)))
 			} else {
 				c.TTLExpiredPending[TableIdempotency]++
-				a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", keyhash.Log(pk)))
+				a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", a.ref(pk)))
 			}
 		}
 		if a.Conflicts != nil {

@@ -27,11 +27,16 @@ const EnvRegion = "AWS_REGION"
 //     that posture as the events' strategy;
 //   - AWS_REGION: the region recorded on conflict events. Required when
 //     the conflict audit is on (Lambda always sets it).
+//   - IDEMPOTENCY_KEY_HASH_SECRET (idemenv.KeyHashSecret): the secret the
+//     references of conflict events and the auditor's lines (effect ids,
+//     owner tokens, record ids) are hashed with, the api's: the same on
+//     every region's stack names one record alike in every region. Unset:
+//     a random salt per process, as the api without it.
 //
 // metrics and logger are used as given (nil metrics: none; nil logger:
 // slog.Default()). An error lists every problem and matches ErrConfig.
 func NewFromEnv(getenv func(string) string, metrics *emf.Recorder, logger *slog.Logger) (*Auditor, error) {
-	a := &Auditor{Metrics: metrics, Logger: logger}
+	a := &Auditor{Metrics: metrics, Logger: logger, KeyHashSecret: getenv(idemenv.KeyHashSecret)}
 	var p configerr.List
 	posture := crossRegion(getenv)
 	region := strings.TrimSpace(getenv(EnvRegion))
@@ -42,7 +47,8 @@ func NewFromEnv(getenv func(string) string, metrics *emf.Recorder, logger *slog.
 	case region == "":
 		p.Addf("%s=%s needs %s (the region whose stream is audited)", settings.EnvCrossRegion, posture, EnvRegion)
 	default:
-		c, err := conflictaudit.New(conflictaudit.Config{Strategy: posture, Region: region, Metrics: metrics, Log: a.log()})
+		c, err := conflictaudit.New(conflictaudit.Config{Strategy: posture, Region: region, Metrics: metrics, Log: a.log(),
+			KeyHashSecret: a.KeyHashSecret})
 		p.Wrap(err)
 		a.Conflicts = c
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // KeyRestorer writes a Layer-1 conflict's winner back into this region's
@@ -292,7 +291,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		written, _, err = a.Restore.Restore(ctx, marked(r.OldImage, ""), nil)
 	}
 	if err != nil {
-		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(oldRec.ID)),
+		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", a.ref(oldRec.ID)),
 			slog.String("error", err.Error()))
 		return err
 	}
@@ -364,7 +363,7 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 		}
 	}
 	if err != nil {
-		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(rec.ID)),
+		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", a.ref(rec.ID)),
 			slog.String("error", err.Error()))
 		return err
 	}
@@ -374,7 +373,7 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 		if r.TTLDeletion() {
 			msg = "audit: Layer-1 record deleted by another region's TTL written back"
 		}
-		a.log().WarnContext(ctx, msg, slog.String("record", keyhash.Log(rec.ID)))
+		a.log().WarnContext(ctx, msg, slog.String("record", a.ref(rec.ID)))
 	}
 	return nil
 }

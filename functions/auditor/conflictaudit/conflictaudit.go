@@ -58,7 +58,8 @@ const MetricConflictsAll = "idemkit.audit.cross_region_conflicts_total"
 type Party struct {
 	// Attempt is the record's attempt number.
 	Attempt int `json:"attempt"`
-	// Owner is an opaque reference to the owner token (keyhash.Log).
+	// Owner is an opaque reference to the owner token (a keyed hash,
+	// Config.KeyHashSecret).
 	Owner string `json:"owner"`
 	// State is the record state (claimed, firing, released, completed).
 	State string `json:"state"`
@@ -166,15 +167,24 @@ type Config struct {
 	// Log receives one JSON line per conflict (level WARN, message
 	// "cross_region_conflict"). Default: discarded.
 	Log *slog.Logger
-	// EffectRef renders an effect id for the event. Default keyhash.Log:
-	// the provider idempotency key is derived from the effect id, so the
-	// raw id never appears in logs.
+	// KeyHashSecret keys the hashes that stand for a conflict's effect id,
+	// owner tokens and Layer-1 record id (IDEMPOTENCY_KEY_HASH_SECRET, the
+	// secret the api keys its log hashes with): every auditor holding the
+	// same secret, in every region and container of one deployment, names
+	// one record or effect alike, so events can be de-duplicated by record.
+	// Default "": a random salt per process, as every function without the
+	// secret (references then match within one process only).
+	KeyHashSecret string
+	// EffectRef renders an effect id for the event. Default the keyed hash
+	// of KeyHashSecret: the provider idempotency key is derived from the
+	// effect id, so the raw id never appears in logs.
 	EffectRef func(effectID string) string
 }
 
 // Auditor records conflicts. Safe for concurrent use.
 type Auditor struct {
-	cfg Config
+	cfg  Config
+	hash *keyhash.Hasher // Config.KeyHashSecret
 }
 
 // ErrConfig is matched (errors.Is) by every error New returns.
@@ -193,10 +203,11 @@ func New(cfg Config) (*Auditor, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
+	h := keyhash.New(cfg.KeyHashSecret)
 	if cfg.EffectRef == nil {
-		cfg.EffectRef = keyhash.Log
+		cfg.EffectRef = h.Log
 	}
-	return &Auditor{cfg: cfg}, nil
+	return &Auditor{cfg: cfg, hash: h}, nil
 }
 
 // Observe audits one stream change (old and new images, either may be nil).
@@ -223,7 +234,7 @@ func (a *Auditor) observe(c *Conflict) *Conflict {
 	}
 	c.Strategy, c.Region = a.cfg.Strategy, a.cfg.Region
 	c.Effect = a.cfg.EffectRef(c.Effect)
-	c.Winner.Owner, c.Loser.Owner = keyhash.Log(c.Winner.Owner), keyhash.Log(c.Loser.Owner)
+	c.Winner.Owner, c.Loser.Owner = a.hash.Log(c.Winner.Owner), a.hash.Log(c.Loser.Owner)
 	dims := map[string]string{"strategy": string(c.Strategy), "kind": c.Kind}
 	if a.cfg.Region != "" {
 		dims["region"] = a.cfg.Region

@@ -2,8 +2,6 @@ package conflictaudit
 
 import (
 	"log/slog"
-
-	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // Layer-1 conflicts: one Idempotency-Key that created two runs, one in each
@@ -82,7 +80,8 @@ type KeyConflict struct {
 	Region string `json:"region"`
 	// Kind is always KindKey.
 	Kind string `json:"kind"`
-	// Record is the opaque record reference (keyhash.Log of its id).
+	// Record is the opaque record reference (the keyed hash of its id,
+	// Config.KeyHashSecret).
 	Record string `json:"record"`
 	// Winner is the run the record converges on (the lower run id, or,
 	// under ObserveKeyKept, the run replication kept), Loser the other one.
@@ -144,7 +143,7 @@ const ResolutionNone = "none"
 
 // ObserveKey audits one change of a Layer-1 record. A conflict is logged,
 // counted (MetricConflicts, kind "key") and returned; otherwise nil. The
-// record id appears only as keyhash.Log. The event states the rule's
+// record id appears only as its keyed hash (Config.KeyHashSecret). The event states the rule's
 // outcome: where the old image names the lower run it is the winner and
 // Restore is true, for the caller writes it back.
 func (a *Auditor) ObserveKey(old, cur KeyRecord) *KeyConflict {
@@ -169,7 +168,7 @@ func (a *Auditor) observeKey(c *KeyConflict) *KeyConflict {
 	if c == nil {
 		return nil
 	}
-	c.Strategy, c.Region, c.Record = string(a.cfg.Strategy), a.cfg.Region, keyhash.Log(c.Record)
+	c.Strategy, c.Region, c.Record = string(a.cfg.Strategy), a.cfg.Region, a.hash.Log(c.Record)
 	dims := map[string]string{"strategy": c.Strategy, "kind": c.Kind}
 	if a.cfg.Region != "" {
 		dims["region"] = a.cfg.Region
