@@ -211,10 +211,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	ours := func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
 	}
-	retention := h.cfg.ForkRetention
-	if retention <= 0 {
-		retention = DefaultForkRetention
-	}
+	retention := h.forkRetention()
 	// A replay resolves its executions from the records of the runs its
 	// source's history comes from (a fork's original, a branch), kept the
 	// retention after their writes: the earliest of them bounds it
@@ -232,9 +229,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		if !earlier {
-			return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
-				"the source run's recorded history is past the fork retention (%s)", retention).
-				WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)})), nil
+			return pastRetentionResp(src.ID, req.fromSeq, retention, boundary), nil
 		}
 	}
 	inherited, err := inherit(src, req.fromSeq)
@@ -260,6 +255,23 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		resp.Headers["Location"] = base
 	}
 	return resp, err
+}
+
+// forkRetention is Config.ForkRetention, DefaultForkRetention unset.
+func (h *Handler) forkRetention() time.Duration {
+	if h.cfg.ForkRetention > 0 {
+		return h.cfg.ForkRetention
+	}
+	return DefaultForkRetention
+}
+
+// pastRetentionResp is the 422 fork_point_invalid of a fork of sourceRunID
+// from fromSeq whose recorded history is past the fork retention, kept
+// until boundary.
+func pastRetentionResp(sourceRunID string, fromSeq int64, retention time.Duration, boundary time.Time) events.APIGatewayV2HTTPResponse {
+	return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
+		"the source run's recorded history is past the fork retention (%s)", retention).
+		WithDetails(map[string]any{"sourceRunId": sourceRunID, "fromSeq": fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)}))
 }
 
 // forkDepth is the length of r's ancestry (runs.Fork.Ancestry): 0 for a

@@ -40,7 +40,11 @@ const MaxRunRetries = runs.MaxRetries
 // (runs.NewRetry): its effects are resolved from the source's record,
 // never performed, as the fork's were (RED_TEAM 442); the retry of a
 // branch fork is a branch of the same source from the same point, which
-// performs none of the branch's fixed history (RED_TEAM 482). Every execution of one retry key names the same new run
+// performs none of the branch's fixed history (RED_TEAM 482). A replay
+// fork's retry past the fork retention of its source's records is refused
+// as a fresh replay fork from that point is, 422 fork_point_invalid with
+// details {sourceRunId, fromSeq, boundary}, nothing created (RED_TEAM
+// 605); a branch's, and a plain run's, are not bounded by it. Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
@@ -69,6 +73,27 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	// was refused at the cap (that execution was answered the 409).
 	ours := func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.RetryOf == prev.ID && !runs.CancelledAtCap(got)
+	}
+	// A replay fork's retry is a replay fork of its source from the same
+	// point, resolving its executions from the same records: past the
+	// fork retention it is refused as a fresh one would be (RED_TEAM 481,
+	// 605), unless an earlier execution of this key listed or wrote its
+	// run inside it (that run is answered, as forkRun answers its own).
+	if prev.IsReplay() {
+		retention := h.forkRetention()
+		since, ok := prev.SourceRecordsSince()
+		if !ok {
+			since = prev.RecordsSince() // a fork whose ancestry kept no times: its own bound
+		}
+		if boundary := since.Add(retention); h.clock.Now().After(boundary) && !h.listedEarlier(ctx, c.tenant, prev) {
+			earlier, err := h.writtenEarlier(ctx, c.tenant, ours)
+			if err != nil {
+				return events.APIGatewayV2HTTPResponse{}, err
+			}
+			if !earlier {
+				return pastRetentionResp(prev.Fork.SourceRunID, prev.Fork.FromSeq, retention, boundary), nil
+			}
+		}
 	}
 	written := false
 	if len(prev.Retries) >= MaxRunRetries && !h.listedEarlier(ctx, c.tenant, prev) {

@@ -204,6 +204,25 @@ func (r Run) RecordsSince() time.Time {
 	return since
 }
 
+// SourceRecordsSince is, for a fork r, its source's RecordsSince as r's
+// ancestry records it (its first ancestor is the source): the bound a
+// fresh replay fork of r's source is held to, and so a retry of a replay
+// fork, which is one (RED_TEAM 442, 605). ok is false when r is no fork or
+// its ancestry keeps no creation time of its source (a fork created
+// before the times were kept).
+func (r Run) SourceRecordsSince() (since time.Time, ok bool) {
+	if r.Fork == nil || len(r.Fork.Ancestry) == 0 || r.Fork.Ancestry[0].CreatedAt.IsZero() {
+		return time.Time{}, false
+	}
+	since = r.Fork.Ancestry[0].CreatedAt
+	for _, a := range r.Fork.Ancestry[1:] {
+		if a.Mode != ForkReplay && !a.CreatedAt.IsZero() && a.CreatedAt.Before(since) {
+			since = a.CreatedAt
+		}
+	}
+	return since, true
+}
+
 // InheritedEvent is one event of a fork's fixed history, as the source
 // served it.
 type InheritedEvent struct {
