@@ -172,7 +172,9 @@ func validation(field, msg string) *apierr.Error {
 // Refusals: a body outside the grammar, a branch without fromSeq, or a
 // non-empty overlay (runOptionsOverlay: this host applies none), 400; a source the caller cannot see, 404; a
 // fromSeq the source log does not hold (past its last event; for a
-// finished source, past its terminal event), or a source older than the
+// finished source, past its terminal event), at or after the source's
+// cap.breached (details also {capBreachedSeq}, the boundary the latest
+// forkable point, RED_TEAM 606), or a source older than the
 // fork retention (Config.ForkRetention; for a replay, the oldest run its
 // history's records come from, runs.Run.RecordsSince), 422 fork_point_invalid with
 // details {sourceRunId, fromSeq, boundary}; a source whose own ancestry
@@ -206,6 +208,20 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
 			"fromSeq %d is not in the source run's log (its last event is %d)", req.fromSeq, last).
 			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": last})), nil
+	}
+	// A run a cap ended records cap.breached before its terminal event: a
+	// fork from it or after it would inherit the breach as fixed history
+	// and then execute (RED_TEAM 606), as one past the terminal event would.
+	for _, e := range log {
+		if e.Type == runs.EventCapBreached {
+			if req.fromSeq >= e.Sequence {
+				return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
+					"the source run was ended by a cap at sequence %d (cap.breached): fromSeq %d is at or after it; the latest forkable point is %d",
+					e.Sequence, req.fromSeq, e.Sequence-1).
+					WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": e.Sequence - 1, "capBreachedSeq": e.Sequence})), nil
+			}
+			break
+		}
 	}
 	// A run at this request's run id is its own when it forks src.
 	ours := func(got runs.Run) bool {
