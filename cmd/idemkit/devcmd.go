@@ -57,7 +57,8 @@ runs, and the executor and auditor driven by polling the tables' streams.
 Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
 and everything it started, also while it starts (exit 0); the requests in
 flight get up to 10 s to finish with their own answers, and a second SIGINT
-or SIGTERM stops it at once, those requests cut (exit 0).
+or SIGTERM stops it at once, those requests cut (exit 0). SIGHUP (its terminal
+closed) counts as SIGTERM, unless it was ignored when dev started (nohup).
 
 It reads the configuration variables the functions read
 (docs/CONFIGURATION.md; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,

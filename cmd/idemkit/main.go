@@ -48,7 +48,7 @@ var commands = commandList{
 }
 
 func main() {
-	ctx, stop := interrupts()
+	ctx, stop := interrupts(len(os.Args) > 1 && os.Args[1] == "dev")
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -57,10 +57,18 @@ func main() {
 // interrupts returns the context a command runs under: the first SIGINT
 // (Ctrl-C) or SIGTERM ends it, and the second closes its
 // secondInterrupt channel, on which `idemkit dev` stops at once instead of
-// waiting for the requests in flight. stop unregisters the signals.
-func interrupts() (ctx context.Context, stop func()) {
+// waiting for the requests in flight. With hangUp (`idemkit dev`) SIGHUP,
+// which a closed terminal sends, counts as SIGTERM does (RED_TEAM 600),
+// unless it was ignored when the process started: signal.Notify would
+// undo that, and `nohup idemkit dev &` is meant to outlive its terminal.
+// stop unregisters the signals.
+func interrupts(hangUp bool) (ctx context.Context, stop func()) {
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if hangUp && !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	signal.Notify(sig, sigs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	again := make(chan struct{})
 	go func() {
