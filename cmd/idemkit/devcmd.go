@@ -68,7 +68,8 @@ endpoint are always the ones dev uses.
 DYNAMODB_ENDPOINT, when set and --emulator is not given, stands for
 --dynamodb-endpoint (with --emulator dev starts its engine and says the
 variable is not used). Dev's own
-defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5, RUN_STALE_SECONDS=60.
+defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5, RUN_STALE_SECONDS=60,
+FENCE_TABLE_REGION=us-east-1 (its engine's region, the home of CROSS_REGION=fenced-effects).
 The stream pollers retry a failing record with backoff for
 STREAM_RETRY_SECONDS (default 900) before dropping it, and never move their
 checkpoint past a record still being retried; a pending or running run

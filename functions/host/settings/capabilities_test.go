@@ -201,7 +201,7 @@ func TestCapabilitiesReplicationLagBound(t *testing.T) {
 		{settings.CrossRegionSingle, "5000", -1},
 	} {
 		env, err := settings.LoadEnv(func(k string) string {
-			return map[string]string{settings.EnvCrossRegion: tc.cross, settings.EnvFenceTable: "fence", settings.EnvReplicationLagBound: tc.bound}[k]
+			return map[string]string{settings.EnvCrossRegion: tc.cross, settings.EnvFenceTable: "fence", settings.EnvFenceTableRegion: "eu-west-1", settings.EnvReplicationLagBound: tc.bound}[k]
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -70,7 +70,8 @@ type Env struct {
 	// table (the linearizable owner of fenced-effects), so in a replica
 	// region's stack it names the home region; use FenceClient to build the
 	// fence store's client. Must look like an AWS region ("eu-west-1").
-	// Default "": the function's own region (the home-region stack).
+	// Required under fenced-effects, the home stack naming its own region
+	// (LoadEnv refuses it unset there); unused by other postures.
 	FenceTableRegion string
 	// IdempotencyTableRegion: IDEMPOTENCY_TABLE_REGION, the home region
 	// whose IdempotencyTable replica owns every Layer-1 record under

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -42,12 +43,12 @@ func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
 	}{
 		{env: map[string]string{}, want: ""},
 		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled}, want: ""},
-		{env: fenced(), want: ""}, // the home-region stack: its own region
-		{env: fenced(EnvIdempotencyTableRegion, " eu-west-1 "), want: "eu-west-1"},
+		{env: fenced(), err: EnvFenceTableRegion}, // the home region is named, the home stack's own too (RED_TEAM 601)
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, " eu-west-1 "), want: "eu-west-1"},
 		{env: fenced(EnvFenceTableRegion, "eu-west-1"), want: "eu-west-1"},
 		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "eu-west-1"), want: "eu-west-1"},
 		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "us-east-1"), err: "ONE home region"},
-		{env: fenced(EnvIdempotencyTableRegion, "Europe"), err: EnvIdempotencyTableRegion},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "Europe"), err: EnvIdempotencyTableRegion},
 		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
 		{env: map[string]string{EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
 	} {
@@ -99,5 +100,26 @@ func checkRegion(t *testing.T, env map[string]string, want, wantErr string, fiel
 	}
 	if err != nil || field(e) != want {
 		t.Fatalf("%v: %q, %v; want %q", env, field(e), err, want)
+	}
+}
+
+// TestFencedEffectsNeedsFenceTableRegion: under fenced-effects a function
+// started without FENCE_TABLE_REGION is refused, the error naming the
+// variable (RED_TEAM 601), as one without FENCE_TABLE is. Before, it took
+// its own region for the home: a stack deployed by hand without it was a
+// second home, fencing each effect once per region.
+func TestFencedEffectsNeedsFenceTableRegion(t *testing.T) {
+	_, err := LoadEnv(func(k string) string { return fenced()[k] })
+	if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "CROSS_REGION=fenced-effects needs FENCE_TABLE_REGION") {
+		t.Fatalf("fenced-effects without FENCE_TABLE_REGION: err %v, want a configuration error naming FENCE_TABLE_REGION", err)
+	}
+	if _, err := LoadEnv(func(k string) string { return fenced(EnvFenceTableRegion, "eu-west-1")[k] }); err != nil {
+		t.Fatalf("fenced-effects with FENCE_TABLE_REGION: %v", err)
+	}
+	// Other postures do not need it.
+	for _, cross := range []string{CrossRegionSingle, CrossRegionReconciled} {
+		if _, err := LoadEnv(func(k string) string { return map[string]string{EnvCrossRegion: cross}[k] }); err != nil {
+			t.Fatalf("%s without FENCE_TABLE_REGION: %v", cross, err)
+		}
 	}
 }

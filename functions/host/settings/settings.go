@@ -138,7 +138,7 @@ var Settings = []Setting{
 		Unit: "a whole number", num: func(e *Env, n int) { e.WebhookMaxTries = n }},
 	{Name: envWebhookBudget, Default: seconds(webhook.DefaultBudget), Min: 60, Max: 604800, Doc: "the webhook workflow's retry time budget: no try starts later than this after the first",
 		Unit: "whole seconds", num: func(e *Env, n int) { e.WebhookBudget = time.Duration(n) * time.Second }},
-	{Name: EnvFenceTableRegion, DefaultDoc: "the function's region", Doc: "home region of the fence table (replica-region stacks call it there)", Functions: []string{"Api", "Executor"},
+	{Name: EnvFenceTableRegion, DefaultDoc: "required under `fenced-effects`", Dev: "us-east-1", Doc: "home region of the fence table (replica-region stacks call it there; the home stack names its own region)", Functions: []string{"Api", "Executor"},
 		set: region(func(e *Env) *string { return &e.FenceTableRegion })},
 	{Name: EnvIdempotencyTableRegion, DefaultDoc: "`FENCE_TABLE_REGION` under `fenced-effects`, else unset", Doc: "home region whose idempotency-table replica decides every Layer-1 record (`fenced-effects` only)", Functions: []string{"Api"},
 		set: region(func(e *Env) *string { return &e.IdempotencyTableRegion })},
@@ -266,6 +266,12 @@ func (e *Env) between() []string {
 	p = append(p, e.runRetentionProblems()...)
 	if e.CrossRegion == CrossRegionFenced && e.FenceTable == "" {
 		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s", EnvCrossRegion, EnvFenceTable))
+	}
+	if e.CrossRegion == CrossRegionFenced && e.FenceTableRegion == "" {
+		// Named explicitly, the home region's own stack included: a
+		// stack that took its own region for the home would be a second
+		// home, fencing each effect once per region (RED_TEAM 601).
+		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s (the home region, whose fence table every region's functions use; the home region's own stack names itself)", EnvCrossRegion, EnvFenceTableRegion))
 	}
 	switch {
 	case e.IdempotencyTableRegion == "" && e.CrossRegion == CrossRegionFenced:
