@@ -100,7 +100,7 @@ func TestDeployDocWorkerCodeIsCompiled(t *testing.T) {
 // key, a body that is not the JSON the worker reads) stops after
 // maxReceiveCount receives instead of looping until the queue's retention
 // drops it unseen, and the dead-letter queue keeps it longer than the queue
-// did (RED_TEAM 490: the worker's queue had none).
+// did (RED_TEAM 473: the worker's queue had none).
 func TestSQSSnippetHasDeadLetterQueue(t *testing.T) {
 	for file, queue := range map[string]string{"docs/idempotency-table.yaml": "OrdersQueue", "docs/effects-table.yaml": "RefundsQueue"} {
 		t.Run(queue, func(t *testing.T) {

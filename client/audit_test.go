@@ -679,7 +679,7 @@ func TestOnlyThePendingAnswerIsPolled(t *testing.T) {
 		{"pending answer", pending(none, replayed...), "", true},
 		{"pending answer, sync", pending(none, replayed...), "Sync", true},
 		{"pending answer, async", pending(none, replayed...), "ASYNC", false},
-		// The header spelt otherwise in the caller's map (RED_TEAM 500).
+		// The header spelt otherwise in the caller's map (RED_TEAM 479).
 		{"pending answer, async spelt idempotency-mode", pending(none, replayed...), "async", false},
 		{"pending action naming its run", pending(`{"runId":"r1","status":"pending","links":{}}`, replayed...), "", false},
 		{"first answer 202, no replay marker", pending(none, "Retry-After", "1"), "", false},

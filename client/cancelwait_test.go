@@ -18,7 +18,7 @@ import (
 // the call would go on to its last attempt and hand back an answer. The
 // Sleep here ends its wait and cancels in one step, as that race does.
 // Before, every one of the 5 attempts was sent and the call returned the
-// last answer with no error (RED_TEAM 502).
+// last answer with no error (RED_TEAM 481).
 func TestNoAttemptAfterTheCallerCancelsAsAWaitEnds(t *testing.T) {
 	sent := 0
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {

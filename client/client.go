@@ -59,7 +59,7 @@ func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) err
 		return http.ErrUseLastResponse
 	}
 	// net/http copies the first request's header map to the hop as it is
-	// spelled: every spelling goes (RED_TEAM 501).
+	// spelled: every spelling goes (RED_TEAM 480).
 	delHeader(req.Header, keyHeader)
 	for _, h := range credentialHeaders {
 		delHeader(req.Header, h)

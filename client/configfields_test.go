@@ -89,7 +89,7 @@ func TestConfigFieldsDoWhatTheySay(t *testing.T) {
 	// An empty, non-nil list replaces the defaults with none, as an empty
 	// InFlightCodes does: before, the Transport's check fell back to the
 	// defaults for an empty list, so a 503 marked with one of them was
-	// final and a 201 so marked a replay (RED_TEAM 504).
+	// final and a 201 so marked a replay (RED_TEAM 483).
 	t.Run("no ReplayHeaders", func(t *testing.T) {
 		s := newScripted(t, status(503, "OpenWOP-Idempotent-Replay", "true"), status(201, "Idempotent-Replayed", "true"))
 		var w waits

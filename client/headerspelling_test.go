@@ -19,7 +19,7 @@ import (
 // sent both: idemkit's Guard refused every attempt (two keys), and a
 // server that reads the first one ran the call under the minted key, so a
 // retry from another process with the caller's derived key ran it again
-// (RED_TEAM 500).
+// (RED_TEAM 479).
 func TestKeyHeaderInAnotherSpellingIsTheCallersKey(t *testing.T) {
 	const key = "caller-key-0123456789abcdef"
 	for _, tc := range []struct{ keyHeader, spelling string }{
@@ -88,7 +88,7 @@ func TestKeyHeaderInAnotherSpellingIsTheCallersKey(t *testing.T) {
 // "authorization") must be dropped under every spelling. Before,
 // checkRedirect dropped the canonical spelling only, and the other origin
 // received the key and, on another port or scheme of the same host (where
-// net/http keeps credentials), the credential (RED_TEAM 501).
+// net/http keeps credentials), the credential (RED_TEAM 480).
 func TestCrossOriginGetHopDropsEverySpelling(t *testing.T) {
 	from, _ := http.NewRequest(http.MethodPost, "https://api.example/a", nil)
 	for _, to := range []string{"https://api.example:8443/b", "https://other.example/b"} {

@@ -86,7 +86,7 @@ func IsReplay(h http.Header, names ...string) bool {
 
 // marked reports whether h carries one of the replay markers names (none
 // when names is empty: the Transport's Config.ReplayHeaders, an empty list
-// of which recognises no marker, RED_TEAM 504).
+// of which recognises no marker, RED_TEAM 483).
 func marked(h http.Header, names []string) bool {
 	for _, n := range names {
 		if strings.EqualFold(strings.TrimSpace(h.Get(n)), "true") {
@@ -309,7 +309,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// The wait's end and the context's can come at once (a
 			// select picks either): a cancelled call makes no further
 			// attempt, whatever its base does with the context
-			// (RED_TEAM 502).
+			// (RED_TEAM 481).
 			serr = ctx.Err()
 		}
 		if serr != nil {
@@ -362,7 +362,7 @@ func replayableBody(req *http.Request) (body func() (io.ReadCloser, error), leng
 // spelling of the name, or "". A header map is a plain map that a caller
 // may fill under any spelling (http.Header{"idempotency-key": …}), and
 // net/http sends every entry as it is spelled: a key set so is the
-// caller's key all the same (RED_TEAM 500). The canonical spelling is
+// caller's key all the same (RED_TEAM 479). The canonical spelling is
 // looked at first, then the others in sorted order.
 func headerValue(h http.Header, name string) string {
 	if v := h.Get(name); v != "" {

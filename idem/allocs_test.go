@@ -141,7 +141,7 @@ func TestFirstExecutionAllocations(t *testing.T) {
 // the 1 KB JSON replay of TestReplayAllocations: a form, text in a charset,
 // a JSON type in capitals and another JSON type, the media type put in
 // its canonical form without a heap allocation once it was seen (RED_TEAM
-// 560; before: 15 and 18 allocations for the form and the text, 10 for
+// 334; before: 15 and 18 allocations for the form and the text, 10 for
 // the capitals).
 func TestReplayAllocationsOfABodyReadByItsMediaType(t *testing.T) {
 	for _, ct := range []string{

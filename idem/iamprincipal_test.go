@@ -16,7 +16,7 @@ import (
 // two records, and neither is answered the other's replay, on every adapter
 // IAMPrincipal serves: HTTPAPI and Do (HTTP API, payload 2.0) and REST.
 // Without an identity id the record id is what it always was (pinned).
-// RED_TEAM 540.
+// RED_TEAM 490.
 const (
 	poolRole = "arn:aws:sts::123456789012:assumed-role/AppUsers/CognitoIdentityCredentials"
 	poolUser = "us-east-1:11111111-1111-4111-8111-111111111111"

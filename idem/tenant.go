@@ -208,7 +208,7 @@ func (s TenantSource) TenantV1(rc *events.APIGatewayProxyRequestContext) string 
 
 // iamTenant is the tenant of an IAM caller: its user ARN, else its caller
 // id, followed, when the request carries an Amazon Cognito identity id (an
-// identity pool's user, RED_TEAM 540), by a space and that id. Every user
+// identity pool's user, RED_TEAM 490), by a space and that id. Every user
 // of an identity pool calls as one role session, so without the id they
 // would be one tenant and be answered one another's replays.
 //

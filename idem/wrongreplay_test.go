@@ -593,7 +593,7 @@ func TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint(t *testing.T) {
 // body's media type or a method-override header (a text body under two
 // overrides of one header, and a form tunnelling PUT through the HTTP
 // API), so that records written since replay whatever form the code that
-// builds them takes (RED_TEAM 334, 561 rewrote it).
+// builds them takes (RED_TEAM 334, 495 rewrote it).
 func TestFingerprintsWithAMediaTypeOrAnOverrideArePinned(t *testing.T) {
 	e, rec := httpDigestEnv(t, nil)
 	mux := http.NewServeMux()

@@ -35,7 +35,7 @@ func (l *lockedLog) String() string {
 // started exits under it (the JVM killed, out of memory): its tables were
 // in that process's memory, so no retry will ever succeed. Dev stops
 // (exit 1) with a line saying the engine exited and to start dev again.
-// Before (RED_TEAM 565) dev went on serving: every request answered `503
+// Before (RED_TEAM 499) dev went on serving: every request answered `503
 // idemkit.store_unavailable ... retry after 2 s`, the log filling with
 // the stream pollers' failures, until the user stopped it.
 func TestDevStopsWhenItsEngineDies(t *testing.T) {

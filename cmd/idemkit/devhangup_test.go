@@ -17,7 +17,7 @@ import (
 )
 
 // TestDevHangUpStopsLikeSIGTERM: SIGHUP, which a closed terminal sends,
-// stops `idemkit dev` as SIGTERM does (RED_TEAM 600): exit 0, the engine
+// stops `idemkit dev` as SIGTERM does (RED_TEAM 508): exit 0, the engine
 // stopped and its temporary files removed. Before, dev died of the signal
 // at once (status 129) and the engine's temporary directory stayed. And
 // a dev started with SIGHUP ignored (`nohup idemkit dev &`) keeps it

@@ -88,7 +88,7 @@ func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, std
 		ep, stop, err := devstack.StartEngine(ctx, o)
 		if err != nil && ctx.Err() != nil {
 			// Ctrl-C while the engine started: a stop, as plain dev's
-			// (RED_TEAM 564); StartEngine stopped what it had started.
+			// (RED_TEAM 498); StartEngine stopped what it had started.
 			fmt.Fprintln(stderr, "idemkit dev: interrupted while starting; stopped what it had started")
 			return 0
 		}
@@ -117,7 +117,7 @@ func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, std
 	})
 	// The keys go to the child in its environment, never on its command
 	// line, which every user of the machine reads in the process list
-	// (RED_TEAM 562); a process's environment is its user's to read.
+	// (RED_TEAM 496); a process's environment is its user's to read.
 	keyEnv := envSupervisedKeys + "=" + strings.Join(keys, "\n")
 	exe, err := os.Executable()
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 // TestDevSupervisorInterruptedWhileStartingStopsQuietly: Ctrl-C while
 // `idemkit dev --conformance-seams` (its own restart supervisor) starts
 // its engine stops it as plain dev stops (RED_TEAM 72): exit 0 and one
-// line saying it was interrupted. Before (RED_TEAM 564) the supervisor
+// line saying it was interrupted. Before (RED_TEAM 498) the supervisor
 // reported the cancelled start as a failure, exit 1: `dynamodb-local did
 // not become ready: context canceled (last error: …); output:` and the
 // engine's banner.

@@ -18,7 +18,7 @@ import (
 // --conformance-seams` runs its stack in a child process; the API keys it
 // hands that child (the demo keys it minted, or those given to it) are not
 // on the child's command line, which every user of the machine reads in
-// the process list (RED_TEAM 562: `--api-key=idk_…=demo-a` was there).
+// the process list (RED_TEAM 496: `--api-key=idk_…=demo-a` was there).
 // The child still serves them: the demo key authenticates.
 func TestDevSupervisorKeepsKeysOutOfTheProcessList(t *testing.T) {
 	bin, err := testutil.Build(t.TempDir(), "idemkit", "cmd/idemkit", nil, nil)

@@ -269,7 +269,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if len(unasked) > 0 {
 		// A global table's replicas the template, as read, names none of
 		// (a multi-region stack checked with the defaults): not checked,
-		// which ok must not be read to say (RED_TEAM 530).
+		// which ok must not be read to say (RED_TEAM 486).
 		give := "give the parameters the stack was deployed with (--parameter NAME=VALUE)"
 		if *template == "" {
 			give = "give the home stack's --parameter ReplicaRegions=... and --parameter CrossRegion=..."

@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-// RED_TEAM 530: doctor checks a global table's replicas in the stack's
+// RED_TEAM 486: doctor checks a global table's replicas in the stack's
 // ReplicaRegions. On moto (no engine hosts a replica: DescribeTable lists
 // none) a table created from the template is reported to differ, each
 // region missing with the command that creates its replica, exit 1, when
@@ -75,7 +75,7 @@ func replicaAnswer(t *testing.T, name, region, replicas string) string {
 	return srv.URL
 }
 
-// RED_TEAM 530, with DescribeTable answers as DynamoDB gives a global
+// RED_TEAM 486, with DescribeTable answers as DynamoDB gives a global
 // table's (no engine hosts replicas): a replica not ACTIVE differs, its
 // status named; all ACTIVE is ok; a global table checked as a
 // single-region stack is ok, and stderr says its replicas were not
@@ -117,7 +117,7 @@ func TestDoctorReplicaStatus(t *testing.T) {
 	}
 }
 
-// RED_TEAM 530: docs/DEPLOYING.md's sample of replica differences is what
+// RED_TEAM 486: docs/DEPLOYING.md's sample of replica differences is what
 // doctor prints for a home region's table (eu-west-1) whose replica in
 // eu-central-1 is missing and whose one in us-east-1 is being created:
 // us-east-1, the region the built-in template is read in, is a replica

@@ -58,7 +58,7 @@ func main() {
 // (Ctrl-C) or SIGTERM ends it, and the second closes its
 // secondInterrupt channel, on which `idemkit dev` stops at once instead of
 // waiting for the requests in flight. With hangUp (`idemkit dev`) SIGHUP,
-// which a closed terminal sends, counts as SIGTERM does (RED_TEAM 600),
+// which a closed terminal sends, counts as SIGTERM does (RED_TEAM 508),
 // unless it was ignored when the process started: signal.Notify would
 // undo that, and `nohup idemkit dev &` is meant to outlive its terminal.
 // stop unregisters the signals.

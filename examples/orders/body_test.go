@@ -16,7 +16,7 @@ import (
 // when it takes the request's content type for binary (a JSON body sent
 // as application/vnd.api+json, or with no Content-Type): the order is
 // placed as the same body sent as text is, not refused with a 400 that
-// blames the client (RED_TEAM 493: placeOrder parsed the base64 text and
+// blames the client (RED_TEAM 476: placeOrder parsed the base64 text and
 // answered "item and qty >= 1 are required"). The answers for a client's
 // mistakes stay 400 in the error envelope. Handler behaviour only: the
 // in-memory store is enough.

@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 
 // The SQS consumer's log names each message it ships by its message id and
 // never carries the message's body (an order, a customer's details):
-// RED_TEAM 492, shipOrder logged every body.
+// RED_TEAM 475, shipOrder logged every body.
 func TestConsumerLogsNoBody(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		setLocalEnv(t, e)

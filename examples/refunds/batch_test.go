@@ -77,7 +77,7 @@ func failedIDs(resp events.SQSEventResponse) []string {
 // batchItemFailures (the good ones acknowledged, each refunded once), each
 // logged with its message id and the reason; no log line carries an order
 // id (the refund's business key), a body or the provider's answer
-// (RED_TEAM 491: the worker logged the order id and the provider's answer
+// (RED_TEAM 474: the worker logged the order id and the provider's answer
 // for every refund).
 func TestWorkerReportsOnlyTheFailedMessagesWithoutKeysInLogs(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
@@ -164,7 +164,7 @@ func TestWorkerParallelDuplicateDeliveriesRefundOnce(t *testing.T) {
 // (a producer's bug, or a second refund the producer keyed like the first)
 // is reported failed, so it reaches the dead-letter queue and a person,
 // rather than acknowledged with the first refund's outcome as if its own
-// amount had been refunded (RED_TEAM 494). One asking the same amount is
+// amount had been refunded (RED_TEAM 477). One asking the same amount is
 // the duplicate it is: acknowledged, nothing sent.
 func TestWorkerRefusesAnotherAmountForARefundedOrder(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
@@ -209,7 +209,7 @@ func (s *panicOnSecondClaim) Create(ctx context.Context, rec *ledger.Record, now
 // A panic in one message's processing fails that message alone: the
 // others of the batch are refunded and acknowledged, the panicking one is
 // reported in batchItemFailures, as idem/event's SQS consumer does
-// (RED_TEAM 495: the panic failed the invocation, so SQS redelivered the
+// (RED_TEAM 478: the panic failed the invocation, so SQS redelivered the
 // whole batch, and with the redrive policy all of it reached the
 // dead-letter queue together). The panic is not store behaviour: the
 // memory store is enough.

@@ -20,7 +20,7 @@ import (
 // may send to the queue could name any. A message whose body names another
 // tenant is refused (reported failed, so it reaches the dead-letter queue)
 // and records nothing under either tenant; one naming no tenant, or the
-// worker's own, is refunded as the worker's tenant (RED_TEAM 541). The
+// worker's own, is refunded as the worker's tenant (RED_TEAM 491). The
 // tenant is not store behaviour: the memory store is enough.
 func TestWorkerActsOnlyAsItsConfiguredTenant(t *testing.T) {
 	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: time.Minute})

@@ -31,7 +31,7 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	defer eng.stop()
 	if eng.exited != nil {
 		// The engine dev started exits under it: stop the stack, and
-		// say so (RED_TEAM 565), rather than serve 503s no retry cures.
+		// say so (RED_TEAM 499), rather than serve 503s no retry cures.
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)

@@ -11,7 +11,7 @@ import (
 
 // TestDevRefusesAWarning: a setting the functions only warn of (a
 // WEBHOOK_ALLOWLIST entry that is no host: they keep serving, RED_TEAM
-// 540) stops `idemkit dev` at start, naming it: a new start at a terminal
+// 374) stops `idemkit dev` at start, naming it: a new start at a terminal
 // is the place to say it.
 func TestDevRefusesAWarning(t *testing.T) {
 	_, err := devSettings(nil, map[string]string{"WEBHOOK_ALLOWLIST": "https://hooks.example.com"}, func(string) string { return "" })
@@ -25,7 +25,7 @@ func TestDevRefusesAWarning(t *testing.T) {
 
 // TestDevFencedEffectsHomeIsItsEngine: `CROSS_REGION=fenced-effects
 // idemkit dev` still starts now that the functions require
-// FENCE_TABLE_REGION under fenced-effects (RED_TEAM 601): dev, one region,
+// FENCE_TABLE_REGION under fenced-effects (RED_TEAM 509): dev, one region,
 // names its engine's region (the one its clients sign for) the home.
 func TestDevFencedEffectsHomeIsItsEngine(t *testing.T) {
 	getenv := func(k string) string {

@@ -14,7 +14,7 @@ import (
 // directory that is not laid out as the clone's tools/ (no
 // package-lock.json: a typo, the clone's root) stops dev with a line
 // naming the variable and what it must name, before npm is run there
-// (RED_TEAM 563: `npm ci --prefix DIR` ran in the directory named, and its
+// (RED_TEAM 497: `npm ci --prefix DIR` ran in the directory named, and its
 // usage error was all dev said).
 func TestToolsVariableNamingNoToolsDirectoryIsSaid(t *testing.T) {
 	dir := t.TempDir()

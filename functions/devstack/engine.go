@@ -36,7 +36,7 @@ type devEngine struct {
 }
 
 // errEngineExited is dev's result when the engine it started exited
-// under it (RED_TEAM 565): its tables were in that process's memory, so
+// under it (RED_TEAM 499): its tables were in that process's memory, so
 // no retry of the stack's requests can succeed.
 type errEngineExited struct {
 	engine string
@@ -164,7 +164,7 @@ const envTools = "IDEMKIT_TOOLS"
 // checkToolsVar refuses $IDEMKIT_TOOLS naming a directory that is not
 // laid out as the clone's tools/ (its package-lock.json pins the
 // engines): npm would otherwise be run in whatever directory it names,
-// and its usage error be all dev says (RED_TEAM 563). It is checked
+// and its usage error be all dev says (RED_TEAM 497). It is checked
 // whichever engine starts, as every setting dev reads is.
 func checkToolsVar(getenv func(string) string) error {
 	if getenv == nil {

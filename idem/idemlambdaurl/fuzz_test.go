@@ -165,7 +165,7 @@ func FuzzFunctionURLEvent(f *testing.F) {
 
 // TestFunctionURLNilEventIs400: a null payload (no event) is answered 400
 // in the envelope; before, lambdaurl dereferenced the nil event and the
-// invocation panicked (RED_TEAM 590).
+// invocation panicked (RED_TEAM 507).
 func TestFunctionURLNilEventIs400(t *testing.T) {
 	serve := idemlambdaurl.Wrap(http.NotFoundHandler())
 	out, err := serve(context.Background(), nil)

@@ -79,7 +79,7 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 // that is no HTTP token, or no event at all. lambdaurl returns an error
 // for the first two (and dereferences the nil event), which fails the
 // invocation, and the function URL answers its caller 502 for what was
-// the client's mistake (RED_TEAM 590). It builds the URL as lambdaurl
+// the client's mistake (RED_TEAM 507). It builds the URL as lambdaurl
 // does; nil is returned for every event lambdaurl can serve.
 func unreadable(req *events.LambdaFunctionURLRequest) *events.LambdaFunctionURLStreamingResponse {
 	msg := "The request is not a function URL event."

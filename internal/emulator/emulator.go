@@ -133,7 +133,7 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 		s.Stop()
 		if timedOut {
 			// The process runs and never answered: say how long it was
-			// waited for, and start it no more (RED_TEAM 560): another
+			// waited for, and start it no more (RED_TEAM 494): another
 			// port does not help a live process, and each attempt added
 			// the whole wait again.
 			return nil, fmt.Errorf("%s did not answer within %v (%v); output: %s", kind, readyTimeout, err, s.out.String())
@@ -154,7 +154,7 @@ func StartDev(ctx context.Context, kind string, o Options) (*Server, error) {
 	switch {
 	case kind == Moto && errors.Is(err, exec.ErrNotFound) && !HasJava():
 		// Without java moto is the default: say that installing Java
-		// gives dev an engine too (RED_TEAM 561).
+		// gives dev an engine too (RED_TEAM 495).
 		err = fmt.Errorf("%w; java is not on PATH either (DynamoDB Local, the default engine when it is, needs Java 11 or later): install one of the two, or pass --dynamodb-endpoint", err)
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, ErrNoJava):
 		err = fmt.Errorf("%w; choose another engine with --emulator, or pass --dynamodb-endpoint", err)

@@ -13,7 +13,7 @@ import (
 // but never answers (a JVM stalled, a wrapper that hangs) is not started
 // again on another port after its wait for readiness ran out: a new port
 // does not help a process that is alive, and each retry added the whole
-// wait again, in silence (RED_TEAM 560: 3 × 90 s before `idemkit dev`
+// wait again, in silence (RED_TEAM 494: 3 × 90 s before `idemkit dev`
 // said anything). The error says how long it waited. A process that exits
 // before it answers (its port lost to another process) is still retried.
 func TestAnEngineThatNeverAnswersIsStartedOnce(t *testing.T) {
@@ -58,7 +58,7 @@ func TestAnEngineThatNeverAnswersIsStartedOnce(t *testing.T) {
 // TestStartDevWithNeitherJavaNorMoto: on a machine with neither java nor
 // moto_server, `idemkit dev` (whose default engine is then moto) says
 // that java is missing too, so the user learns that either install
-// gives it an engine, not only moto's (RED_TEAM 561: it named
+// gives it an engine, not only moto's (RED_TEAM 495: it named
 // moto_server alone, and the README asks for Java first).
 func TestStartDevWithNeitherJavaNorMoto(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())

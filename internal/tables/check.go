@@ -80,7 +80,7 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 	differ := func(format string, a ...any) { r.Differences = append(r.Differences, fmt.Sprintf(format, a...)) }
 
 	// A table that is not usable is a difference whatever its shape
-	// (RED_TEAM 531); UPDATING is usable. An answer without a status
+	// (RED_TEAM 487); UPDATING is usable. An answer without a status
 	// (an emulator's) is not judged.
 	if st := t.TableStatus; st != "" && st != types.TableStatusActive && st != types.TableStatusUpdating {
 		differ("table status: %s, not ACTIVE; %s", st, tableStatusAdvice(st))
@@ -98,7 +98,7 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 			return g.IndexName, g.KeySchema, g.Projection
 		}))
 	// A template index the table has but cannot query yet, or soon no
-	// longer (RED_TEAM 532); UPDATING is usable.
+	// longer (RED_TEAM 488); UPDATING is usable.
 	for _, g := range t.GlobalSecondaryIndexes {
 		name := aws.ToString(g.IndexName)
 		if !slices.ContainsFunc(d.GlobalSecondaryIndexes, func(w types.GlobalSecondaryIndex) bool { return aws.ToString(w.IndexName) == name }) {
@@ -134,7 +134,7 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 
 	differReplicas(&r, d, t)
 
-	// A global table's multi-region consistency (RED_TEAM 533): none
+	// A global table's multi-region consistency (RED_TEAM 489): none
 	// given is EVENTUAL, on either side.
 	if d.Type == "AWS::DynamoDB::GlobalTable" {
 		want, got := d.MultiRegionConsistency, t.MultiRegionConsistency
@@ -269,7 +269,7 @@ func indexString(ks []types.KeySchemaElement, attr map[string]types.ScalarAttrib
 const legacyGlobalTable = "2017.11.29"
 
 // differReplicas compares d's replica regions with the replicas the
-// deployed table t's DescribeTable answer lists (RED_TEAM 530): each
+// deployed table t's DescribeTable answer lists (RED_TEAM 486): each
 // region of d.ReplicaRegions other than the one t is in (its ARN's) must
 // be listed, and ACTIVE. A region missing is a difference that gives the
 // command creating the replica; one listed in another status a difference

@@ -32,7 +32,7 @@ func asTemplate(d tables.Def, name string) *types.TableDescription {
 	return t
 }
 
-// RED_TEAM 531: a table that is not usable (being created or deleted, its
+// RED_TEAM 487: a table that is not usable (being created or deleted, its
 // KMS key inaccessible, archived) was reported ok: Check never read
 // TableStatus. UPDATING is usable and is no difference.
 func TestCheckTableStatus(t *testing.T) {
@@ -71,7 +71,7 @@ func TestCheckTableStatus(t *testing.T) {
 	}
 }
 
-// RED_TEAM 532: a template index the deployed table has, but still being
+// RED_TEAM 488: a template index the deployed table has, but still being
 // created (backfilling: queries of it are refused) or being deleted, was
 // reported ok: Check compared its keys and projection, never its
 // IndexStatus. UPDATING is usable and is no difference.
@@ -109,7 +109,7 @@ func TestCheckIndexStatus(t *testing.T) {
 	}
 }
 
-// RED_TEAM 533: the effects table of a stack read as
+// RED_TEAM 489: the effects table of a stack read as
 // EffectsConsistency=STRONG (MRSC) was compared without its multi-region
 // consistency: a deployed EVENTUAL (MREC) table differed only in its TTL
 // ("template none, deployed expiresAt"), which invites turning TTL off

@@ -15,7 +15,7 @@ import (
 	"github.com/idemkit/idemkit/internal/tables"
 )
 
-// RED_TEAM 530: a global table's replica regions are read from the template
+// RED_TEAM 486: a global table's replica regions are read from the template
 // (Fn::Split of ReplicaRegions, with the stack's parameters), the stack's
 // own replica left out; a single-region stack has none, and a Table never.
 func TestDefsReplicaRegions(t *testing.T) {
@@ -129,7 +129,7 @@ func (f describeOnly) DescribeContinuousBackups(context.Context, *dynamodb.Descr
 		PointInTimeRecoveryDescription: &types.PointInTimeRecoveryDescription{PointInTimeRecoveryStatus: types.PointInTimeRecoveryStatusEnabled}}}, nil
 }
 
-// RED_TEAM 530: Check compares DescribeTable's Replicas with the template's
+// RED_TEAM 486: Check compares DescribeTable's Replicas with the template's
 // replica regions. Before the fix a table without its replica in a
 // ReplicaRegions region was ok.
 func TestCheckReplicas(t *testing.T) {
@@ -243,7 +243,7 @@ func TestCheckReplicas(t *testing.T) {
 	}
 }
 
-// RED_TEAM 530, on the engines: none of them hosts a replica. DynamoDB
+// RED_TEAM 486, on the engines: none of them hosts a replica. DynamoDB
 // Local refuses UpdateTable's ReplicaUpdates ("Nothing to update") and
 // dynalite too (it does not know the parameter); moto accepts it and
 // creates nothing. None lists Replicas in DescribeTable. So on each, a

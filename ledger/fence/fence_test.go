@@ -875,7 +875,7 @@ func TestRenewalsNeverKeepTheRecordPastTheFence(t *testing.T) {
 
 // Classify claims exactly-once only for a posture it knows to be safe
 // (single-region, fenced-effects) or a provider that deduplicates on the
-// stable key (RED_TEAM 583): a posture it does not know (unset, the removed
+// stable key (RED_TEAM 506): a posture it does not know (unset, the removed
 // "best-effort" and "strict", a typo) is at-least-once-risk, as
 // reconciled-records is. It answered exactly-once for every posture but
 // reconciled-records.

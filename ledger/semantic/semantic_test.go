@@ -398,7 +398,7 @@ func TestSemanticConcurrent(t *testing.T) {
 // counters, credential handles, tenant id, run id, host metadata, and
 // stream, metadata and user), and its portability probe sends exactly the
 // polluted request below: it must hash as the clean one, in the wire form
-// and in the Go form (RED_TEAM 470).
+// and in the Go form (RED_TEAM 465).
 func TestSemanticTransportOnlyMembers(t *testing.T) {
 	const clean = `{"provider":"openai","model":"gpt-4","messages":[{"role":"user","content":"security-boundary probe"}],"temperature":0.5}`
 	const polluted = `{"provider":"openai","model":"gpt-4","messages":[{"role":"user","content":"security-boundary probe"}],"temperature":0.5,
@@ -437,7 +437,7 @@ func TestSemanticTransportOnlyMembers(t *testing.T) {
 // TestSemanticNamedMembers: topK and safetySettings are members of the
 // recipe's request object (the replay chapter's LLM cache-key recipe), so a
 // request carrying them hashes as another host's does, not as a vendor
-// option (RED_TEAM 471).
+// option (RED_TEAM 466).
 func TestSemanticNamedMembers(t *testing.T) {
 	canon := func(s string) string {
 		t.Helper()

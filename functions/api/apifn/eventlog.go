@@ -120,7 +120,7 @@ func inherit(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
 // sequence >= fromSeq as a replay fork compares its re-execution with them
 // (runs.Fork.Recorded): a run.paused naming a node says the attempt before
 // it was cut and the node started afresh, so that start is no place to
-// compare (RED_TEAM 480).
+// compare (RED_TEAM 469).
 func recorded(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
 	return keep(src, func(e RunEvent) bool {
 		return e.Sequence >= fromSeq && (e.NodeID != "" || e.Type == runs.EventRunPaused)

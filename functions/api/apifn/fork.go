@@ -174,7 +174,7 @@ func validation(field, msg string) *apierr.Error {
 // fromSeq the source log does not hold (past its last event; for a
 // finished source, past its terminal event), at or after the source's
 // cap.breached (details also {capBreachedSeq}, the boundary the latest
-// forkable point, RED_TEAM 606), or a source older than the
+// forkable point, RED_TEAM 511), or a source older than the
 // fork retention (Config.ForkRetention; for a replay, the oldest run its
 // history's records come from, runs.Run.RecordsSince), 422 fork_point_invalid with
 // details {sourceRunId, fromSeq, boundary}; a source whose own ancestry
@@ -211,7 +211,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	}
 	// A run a cap ended records cap.breached before its terminal event: a
 	// fork from it or after it would inherit the breach as fixed history
-	// and then execute (RED_TEAM 606), as one past the terminal event would.
+	// and then execute (RED_TEAM 511), as one past the terminal event would.
 	for _, e := range log {
 		if e.Type == runs.EventCapBreached {
 			if req.fromSeq >= e.Sequence {
@@ -231,7 +231,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	// A replay resolves its executions from the records of the runs its
 	// source's history comes from (a fork's original, a branch), kept the
 	// retention after their writes: the earliest of them bounds it
-	// (RED_TEAM 481). A branch resolves nothing from a record.
+	// (RED_TEAM 470). A branch resolves nothing from a record.
 	since := src.CreatedAt
 	if req.mode == runs.ForkReplay {
 		since = src.RecordsSince()

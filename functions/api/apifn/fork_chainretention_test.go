@@ -9,7 +9,7 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// TestForkOfAForkPastTheOriginalsRetentionIsRefused (RED_TEAM 481): a
+// TestForkOfAForkPastTheOriginalsRetentionIsRefused (RED_TEAM 470): a
 // replay of a fork resolves its side-effecting nodes from the records of
 // the run the chain started from (runs.Run.RecordOf), kept the fork
 // retention after that run's writes, not after the fork's creation. A

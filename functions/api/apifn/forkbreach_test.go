@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idemkit/internal/wireschema"
 )
 
-// TestForkAtOrAfterACapBreachIsRefused (RED_TEAM 606): a run a cap ended
+// TestForkAtOrAfterACapBreachIsRefused (RED_TEAM 511): a run a cap ended
 // records cap.breached just before its run.failed; a fork from a point at
 // or after the breach would inherit it as fixed history and then execute.
 // Such a fork point is refused 422 fork_point_invalid in the error

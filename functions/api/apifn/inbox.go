@@ -356,7 +356,7 @@ func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTT
 		// Every caller has an inbox (an empty list at worst): a HEAD's
 		// status and header fields are GET's without reading the item,
 		// up to 400 KB read consistently for content a HEAD never
-		// carries (RED_TEAM 551).
+		// carries (RED_TEAM 493).
 		return jsonResp(http.StatusOK, struct{}{})
 	}
 	all, err := h.cfg.Inbox.List(ctx, c.tenant)

@@ -274,7 +274,7 @@ func (h *Handler) effects(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if c.ev.RequestContext.HTTP.Method == http.MethodHead {
 		// The projection is content, which a HEAD never carries: its
 		// Query and its reads of each record answered nothing (RED_TEAM
-		// 551). The status and header fields are GET's.
+		// 493). The status and header fields are GET's.
 		return jsonResp(http.StatusOK, struct{}{})
 	}
 	p, err := h.cfg.Ledger.Witness(ctx, runID)

@@ -3,7 +3,7 @@ package apifn
 // A replay fork of a source whose node attempt an immediate pause cut
 // (node.started, then run.paused naming the node, then a fresh
 // node.started after the resume) agrees with that source event for event:
-// no replay.diverged, from every fork point (RED_TEAM 480). Driven end to
+// no replay.diverged, from every fork point (RED_TEAM 469). Driven end to
 // end: the api handler creates, pauses, resumes and forks; the executor
 // executes each run over one run store and ledger.
 
@@ -77,12 +77,12 @@ func typesOf(log []runs.LogEvent) []string {
 	return out
 }
 
-// TestReplayOfCutSourceDoesNotDiverge: RED_TEAM 480, in memory.
+// TestReplayOfCutSourceDoesNotDiverge: RED_TEAM 469, in memory.
 func TestReplayOfCutSourceDoesNotDiverge(t *testing.T) {
 	replayOfCutSource(t, memReplayRetryStack(t))
 }
 
-// TestReplayOfCutSourceDoesNotDivergeDynamo: RED_TEAM 480 on the three
+// TestReplayOfCutSourceDoesNotDivergeDynamo: RED_TEAM 469 on the three
 // emulators (the fork's recorded events written to and read from
 // RunsTable).
 func TestReplayOfCutSourceDoesNotDivergeDynamo(t *testing.T) {

@@ -40,11 +40,11 @@ const MaxRunRetries = runs.MaxRetries
 // (runs.NewRetry): its effects are resolved from the source's record,
 // never performed, as the fork's were (RED_TEAM 442); the retry of a
 // branch fork is a branch of the same source from the same point, which
-// performs none of the branch's fixed history (RED_TEAM 482). A replay
+// performs none of the branch's fixed history (RED_TEAM 471). A replay
 // fork's retry past the fork retention of its source's records is refused
 // as a fresh replay fork from that point is, 422 fork_point_invalid with
 // details {sourceRunId, fromSeq, boundary}, nothing created (RED_TEAM
-// 605); a branch's, and a plain run's, are not bounded by it. Every execution of one retry key names the same new run
+// 510); a branch's, and a plain run's, are not bounded by it. Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
@@ -76,8 +76,8 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	}
 	// A replay fork's retry is a replay fork of its source from the same
 	// point, resolving its executions from the same records: past the
-	// fork retention it is refused as a fresh one would be (RED_TEAM 481,
-	// 605), unless an earlier execution of this key listed or wrote its
+	// fork retention it is refused as a fresh one would be (RED_TEAM 470,
+	// 510), unless an earlier execution of this key listed or wrote its
 	// run inside it (that run is answered, as forkRun answers its own).
 	if prev.IsReplay() {
 		retention := h.forkRetention()
@@ -107,7 +107,7 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		written = true
 	}
 	// A fork's retry is a fork of the same source, from the same point,
-	// in the same mode (runs.NewRetry, RED_TEAM 442, 482): a replay's
+	// in the same mode (runs.NewRetry, RED_TEAM 442, 471): a replay's
 	// performs nothing, a branch's only what the branch re-fired.
 	run := runs.NewRetry(prev, h.clock.Now())
 	if written {

@@ -1,7 +1,7 @@
 package apifn
 
 // A retry of a failed branch fork is a branch of the same source from the
-// same point (RED_TEAM 482): it re-fires what the branch re-fired, never
+// same point (RED_TEAM 471): it re-fires what the branch re-fired, never
 // the executions the branch inherited as fixed history, which the source
 // performed.
 
@@ -62,12 +62,12 @@ func retryOfFailedBranch(t *testing.T, s *replayRetryStack) {
 	}
 }
 
-// TestRetryOfFailedBranchRefiresOnlyTheBranch: RED_TEAM 482, in memory.
+// TestRetryOfFailedBranchRefiresOnlyTheBranch: RED_TEAM 471, in memory.
 func TestRetryOfFailedBranchRefiresOnlyTheBranch(t *testing.T) {
 	retryOfFailedBranch(t, memReplayRetryStack(t))
 }
 
-// TestRetryOfFailedBranchDynamo: RED_TEAM 482 on the three emulators.
+// TestRetryOfFailedBranchDynamo: RED_TEAM 471 on the three emulators.
 func TestRetryOfFailedBranchDynamo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		s, _ := dynamoReplayRetryStack(t, e, false)

@@ -187,7 +187,7 @@ func sameFork(t *testing.T, what string, got, want runs.Run) {
 // the same source from the same point: it fails the same way and sends
 // nothing. Its snapshot and events are valid against the closed v2
 // schemas. A retry of a branch fork is a branch of the same source from the
-// same point (RED_TEAM 482), re-firing what the branch re-fires. It
+// same point (RED_TEAM 471), re-firing what the branch re-fires. It
 // returns the failed source and the failed replay fork.
 func retryOfFailedReplayFork(t *testing.T, s *replayRetryStack) (src, rep runs.Run) {
 	t.Helper()
@@ -249,7 +249,7 @@ func retryOfFailedReplayFork(t *testing.T, s *replayRetryStack) (src, rep runs.R
 		}
 	}
 	// A retry of a branch fork is a branch of the same source from the
-	// same point (RED_TEAM 482): it sends what the branch sends.
+	// same point (RED_TEAM 471): it sends what the branch sends.
 	brID := s.fork(t, srcID, `{"mode":"branch","fromSeq":3}`)
 	if br := s.execute(t, brID); br.Status != runs.StatusFailed || s.sent.Load() != 2 {
 		t.Fatalf("branch fork: %s, %d deliveries; want failed after sending", br.Status, s.sent.Load())

@@ -11,11 +11,11 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// TestRetryOfReplayForkPastTheRetentionIsRefused (RED_TEAM 605): a retry
+// TestRetryOfReplayForkPastTheRetentionIsRefused (RED_TEAM 510): a retry
 // of a failed replay fork is itself a replay fork of the same source from
 // the same point (RED_TEAM 442), resolving its executions from the same
 // records, so past the fork retention it is refused exactly as a fresh
-// replay fork from that point is (RED_TEAM 481): 422 fork_point_invalid,
+// replay fork from that point is (RED_TEAM 470): 422 fork_point_invalid,
 // details {sourceRunId, fromSeq, boundary} naming the source and the
 // boundary of the records it resolves from, the error envelope, and no
 // run created or listed. Inside the retention it is 201 as before; a

@@ -279,7 +279,7 @@ func tripRows() []tripRow {
 	for _, m := range []string{"GET", "HEAD"} {
 		rows = append(rows, read(m, "", ops("GetItem", 1))...)
 		// A HEAD of the effects reads the run alone: the projection is
-		// content a HEAD never carries (RED_TEAM 551).
+		// content a HEAD never carries (RED_TEAM 493).
 		effects := ops("GetItem", 1, "Query", 1)
 		if m == "HEAD" {
 			effects = ops("GetItem", 1)
@@ -385,7 +385,7 @@ func tripRows() []tripRow {
 				return ev("GET", "/inbox", "acme", "", "")
 			}},
 		// The inbox is always there (an empty list at worst): a HEAD
-		// reads nothing (RED_TEAM 551).
+		// reads nothing (RED_TEAM 493).
 		tripRow{method: "HEAD", pattern: "/inbox", outcome: "listed", status: 200, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return ev("HEAD", "/inbox", "acme", "", "")

@@ -460,7 +460,7 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 			return
 		}
 		// The event's winner is the record the replicas keep: the
-		// completed record where it was written back (RED_TEAM 581).
+		// completed record where it was written back (RED_TEAM 504).
 		observe := a.Conflicts.Observe
 		if written {
 			observe = a.Conflicts.ObserveWrittenBack

@@ -52,7 +52,7 @@ func TestConflictReferencesHelper(t *testing.T) {
 	}
 }
 
-// TestConflictReferencesAreTheSameInEveryProcess (RED_TEAM 610): two
+// TestConflictReferencesAreTheSameInEveryProcess (RED_TEAM 512): two
 // auditor processes (two regions' stacks, or two containers of one) under
 // one deployment's key-hash secret (IDEMPOTENCY_KEY_HASH_SECRET, the api's)
 // name one conflict's effect, owners and record alike, so conflict events

@@ -49,7 +49,7 @@ func conflictLines(t *testing.T, logs string) []map[string]any {
 	return out
 }
 
-// A conflict event's winner is the record the replicas keep (RED_TEAM 581):
+// A conflict event's winner is the record the replicas keep (RED_TEAM 504):
 // where the auditor writes this region's completed effect record back over
 // the other region's claim, both regions end on the completed record, and
 // the event names it the winner and the claim written over the loser. It
@@ -105,7 +105,7 @@ func TestWrittenBackEffectConflictNamesTheCompletedRecordItsWinner(t *testing.T)
 }
 
 // A Layer-1 conflict event states what happened to the record (RED_TEAM
-// 582): with no write-back (under fenced-effects, where the auditor has no
+// 505): with no write-back (under fenced-effects, where the auditor has no
 // table to write and a conflict means a region wrote its own replica; or
 // reconciled-records without IDEMPOTENCY_TABLE) the record keeps the run
 // replication delivered, so that run is the winner, nothing is restored,

@@ -210,7 +210,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	}
 	if a.Restore == nil && kc != nil && kc.Restore {
 		// Nothing is written back: the record keeps cur's run, and the
-		// event says so (RED_TEAM 582).
+		// event says so (RED_TEAM 505).
 		if a.Conflicts.ObserveKeyKept(old, cur) != nil {
 			c.Conflicts++
 		}

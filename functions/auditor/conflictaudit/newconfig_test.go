@@ -21,7 +21,7 @@ func TestNewReportsEveryConfigProblem(t *testing.T) {
 
 // Two auditors under one Config.KeyHashSecret (two regions' stacks of one
 // deployment) name one conflict's effect, owners and record alike; under
-// another secret every reference differs (RED_TEAM 610; the two-process
+// another secret every reference differs (RED_TEAM 512; the two-process
 // case: auditfn's TestConflictReferencesAreTheSameInEveryProcess).
 func TestKeyHashSecretKeysEveryReference(t *testing.T) {
 	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)

@@ -16,7 +16,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// TestUnreadableForkSendsNothing (RED_TEAM 483): a run item whose fork
+// TestUnreadableForkSendsNothing (RED_TEAM 472): a run item whose fork
 // description cannot be read (not JSON, a member of another type than
 // this version reads, not a string: an item damaged, or written by a
 // version whose fork this one does not know) is executed as a fork it

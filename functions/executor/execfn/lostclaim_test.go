@@ -20,7 +20,7 @@ import (
 // claims a stranded run, the engine applies the claim and its answer is
 // lost, and the SDK's retry finds the run no longer stale (the claim moved
 // its update time). The pass still drives the run it claimed (the store
-// recognises its own landed claim, RED_TEAM 570): the run completes in that
+// recognises its own landed claim, RED_TEAM 500): the run completes in that
 // pass, one delivery. Before, the pass skipped it as "progressed", and the
 // claimed run, which no execution drove, waited a whole staleness bound
 // more for the next pass.

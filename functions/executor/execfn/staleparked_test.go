@@ -15,7 +15,7 @@ import (
 // TestParkedRunsDoNotHideAStrandedRun: a pass's worth of runs parked
 // (their webhooks' receivers asked them to wait an hour) longer ago than
 // StaleAfter, and one run whose stream delivery was lost: the stale-run
-// pass resumes the stranded run and completes it. Before RED_TEAM 510
+// pass resumes the stranded run and completes it. Before RED_TEAM 485
 // the pass listed the parked runs first (oldest first, DefaultResumeBatch
 // of them), claimed none of them (a parked run is Due's) and never
 // reached the stranded run, pass after pass, until they woke. Every run

@@ -221,7 +221,7 @@ func putPrevious(item map[string]types.AttributeValue, prev []prevSecret) {
 // moves to the new one. Secrets replaced before it whose graces have not
 // ended keep signing until theirs end (RED_TEAM 353); those whose graces
 // ended are dropped, and so is every one that does not parse (RED_TEAM
-// 580). A rotation that would keep more than
+// 356). A rotation that would keep more than
 // MaxPreviousSecrets is refused (*GraceLimitError), never one without a
 // grace. The new secret is secret when given (it must parse:
 // ParseSigningSecret; the same secret written into another region's

@@ -261,7 +261,7 @@ func tooLarge(err error) bool {
 // refusedItem is the tenant's inbox item as the refused write err found
 // it: the item the write returned (ReturnValuesOnConditionCheckFailure
 // ALL_OLD, as DynamoDB returns it), else, where the engine returns none or
-// there is no item, one consistent read (RED_TEAM 550: the read was made
+// there is no item, one consistent read (RED_TEAM 492: the read was made
 // on every refusal, up to 100 read units for a full inbox).
 func (d *Dynamo) refusedItem(ctx context.Context, err error, tenant string) (map[string]types.AttributeValue, error) {
 	var ccf *types.ConditionalCheckFailedException

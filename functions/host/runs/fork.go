@@ -63,7 +63,7 @@ type Fork struct {
 	Recorded       []InheritedEvent `json:"recorded,omitempty"`
 	SourceComplete bool             `json:"sourceComplete,omitempty"`
 	// Unreadable is set on a run whose stored fork description could not
-	// be read (RED_TEAM 483): its source, mode and point are unknown, so
+	// be read (RED_TEAM 472): its source, mode and point are unknown, so
 	// it reads as a replay (every seam denies) and the executor fails it
 	// (ErrForkUnreadable), never executing it as a live run. Never stored.
 	Unreadable bool `json:"-"`
@@ -134,7 +134,7 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 // source's record, never performed, and fail closed
 // (replay_source_missing) where the source recorded no outcome, as the
 // fork's did. A retry of a branch fork is a branch of the same source from
-// the same point (RED_TEAM 482): it inherits the branch's fixed history
+// the same point (RED_TEAM 471): it inherits the branch's fixed history
 // (the executions the source performed before fromSeq are not performed
 // again) and re-fires what the branch re-fired, under its own identities
 // and the host's current stamps (BranchStamps). A retry of a run that is
@@ -188,7 +188,7 @@ func (r Run) RecordOf(nodeID string, n int) (runID string, stamps identity.Stamp
 // r's own, and each of its ancestors that performed executions (the run
 // the chain started from, a branch). A replay of r needs those records
 // still kept, and each is kept the ledger's retention after it was
-// written, never before its run was created (RED_TEAM 481). An ancestor
+// written, never before its run was created (RED_TEAM 470). An ancestor
 // whose creation time was not kept (a fork created before it was) is not
 // counted.
 func (r Run) RecordsSince() time.Time {
@@ -207,7 +207,7 @@ func (r Run) RecordsSince() time.Time {
 // SourceRecordsSince is, for a fork r, its source's RecordsSince as r's
 // ancestry records it (its first ancestor is the source): the bound a
 // fresh replay fork of r's source is held to, and so a retry of a replay
-// fork, which is one (RED_TEAM 442, 605). ok is false when r is no fork or
+// fork, which is one (RED_TEAM 442, 510). ok is false when r is no fork or
 // its ancestry keeps no creation time of its source (a fork created
 // before the times were kept).
 func (r Run) SourceRecordsSince() (since time.Time, ok bool) {
@@ -254,7 +254,7 @@ func (r Run) EffectStamps() identity.Stamps {
 // r is no fork or its prefix leaves no node open, an attempt an immediate
 // pause cut in the prefix included (run.paused naming it, OpenNode): the
 // node is started afresh then, as the source started it after its resume
-// (RED_TEAM 480).
+// (RED_TEAM 469).
 func (r Run) RestartedNode() string {
 	if r.Fork == nil {
 		return ""

@@ -49,7 +49,7 @@ func logAV(evs []LogEvent) types.AttributeValue {
 // attribute that is not a fork description this version reads (not a
 // string, not JSON, a member of another type) makes r a fork marked
 // Unreadable, never a run that is no fork: a replay fork read as one
-// would perform the effects its replay suppresses (RED_TEAM 483).
+// would perform the effects its replay suppresses (RED_TEAM 472).
 func forkFromItem(m map[string]types.AttributeValue, r *Run) {
 	if av, ok := m[runAttrFork]; ok {
 		var f Fork

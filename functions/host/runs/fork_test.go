@@ -116,7 +116,7 @@ func TestNewRetryOfAReplayForkIsTheSameReplay(t *testing.T) {
 		t.Fatalf("the retry of %s: fork %+v stamps %+v", orig.ID, r.Fork, r.Stamps)
 	}
 	// A retry of a branch is a branch of the same source from the same
-	// point (RED_TEAM 482): the branch's history and stamps for it, the
+	// point (RED_TEAM 471): the branch's history and stamps for it, the
 	// host's current stamps for its own work.
 	branch.Fork.BranchStamps = old
 	r := NewRetry(branch, now)

@@ -263,7 +263,7 @@ var ErrStatusConflict = errors.New("host: run status changed")
 // way (DynamoRuns: its SDK sent the write again) is answered as that write
 // left the run, as the lost answer would have been, and the write is
 // applied once: never ErrStatusConflict for a change the call made itself
-// (RED_TEAM 570). It is an error only where the store could not learn
+// (RED_TEAM 500). It is an error only where the store could not learn
 // the write's fate (the SDK gave up); a caller's own retry after that
 // error is another call, answered as the run then is.
 type RunStore interface {

@@ -125,7 +125,7 @@ const (
 	runAttrFailTok = "failTok"
 	// runAttrWriteTok (S) is the token of the call that last wrote the
 	// run through updateRun, by which a write whose answer was lost is
-	// recognised as that call's own (RED_TEAM 570).
+	// recognised as that call's own (RED_TEAM 500).
 	runAttrWriteTok = "writeTok"
 	runAttrAIR      = "activityIdentityRecipe"
 	runAttrSRR      = "semanticRequestRecipe"
@@ -1058,7 +1058,7 @@ func callToken() string {
 // wakeAttempt, wakeMaxAttempts, wakeDeadline, updatedAt, and writeTok, a
 // token of this call) conditional on the run being pending or running and
 // not holding that token: a write whose answer was lost is applied once,
-// its SDK retry refused and recognised by the token (RED_TEAM 570), as
+// its SDK retry refused and recognised by the token (RED_TEAM 500), as
 // updateRun's are.
 func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
 	tok := callToken()
@@ -1115,7 +1115,7 @@ func (d *DynamoRuns) Park(ctx context.Context, id string, epoch int64, w Wake, n
 // a new version logging the wake. It removes liveShard: a parked run is
 // Due's, not Stale's (Resume writes it back), so parked runs, which
 // Claim refuses, never fill a stale-run pass's page ahead of the stranded
-// runs it is for (RED_TEAM 510).
+// runs it is for (RED_TEAM 485).
 func scheduleUpdate(w Wake, now time.Time) expression.UpdateBuilder {
 	upd := expression.Set(expression.Name(runAttrWake), expression.Value(wakeShard)).
 		Remove(expression.Name(runAttrLive)).
@@ -1178,7 +1178,7 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 // Pause, ...): upd applied when cond holds, the run after it returned
 // (ALL_NEW). The write also sets writeTok to a token of this call, and
 // its condition also requires the item not to hold that token already
-// (RED_TEAM 570): a write the engine applied whose answer was lost (a
+// (RED_TEAM 500): a write the engine applied whose answer was lost (a
 // connection reset, a timeout after the write) is sent again by the SDK,
 // and that retry, which would fail its own condition (the run moved on by
 // the write itself) or apply the write a second time, is refused; the item

@@ -255,7 +255,7 @@ func ExampleCapabilitiesDoc() {
 // The deployment's declared lag bound (template parameter ReplicationLagBoundMs
 // -> REPLICATION_LAG_BOUND_MS) is what the api function advertises.
 // A declared bound of 0 (the template allows 0..60000) is advertised as 0,
-// not replaced by the default (RED_TEAM 580).
+// not replaced by the default (RED_TEAM 503).
 func TestCapabilitiesAdvertiseConfiguredLagBound(t *testing.T) {
 	for _, bound := range []string{"7000", "0", "1"} {
 		body := getCapabilities(t, settings.CrossRegionFenced, "REPLICATION_LAG_BOUND_MS", bound)

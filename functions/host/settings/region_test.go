@@ -43,7 +43,7 @@ func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
 	}{
 		{env: map[string]string{}, want: ""},
 		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled}, want: ""},
-		{env: fenced(), err: EnvFenceTableRegion}, // the home region is named, the home stack's own too (RED_TEAM 601)
+		{env: fenced(), err: EnvFenceTableRegion}, // the home region is named, the home stack's own too (RED_TEAM 509)
 		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, " eu-west-1 "), want: "eu-west-1"},
 		{env: fenced(EnvFenceTableRegion, "eu-west-1"), want: "eu-west-1"},
 		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "eu-west-1"), want: "eu-west-1"},
@@ -105,7 +105,7 @@ func checkRegion(t *testing.T, env map[string]string, want, wantErr string, fiel
 
 // TestFencedEffectsNeedsFenceTableRegion: under fenced-effects a function
 // started without FENCE_TABLE_REGION is refused, the error naming the
-// variable (RED_TEAM 601), as one without FENCE_TABLE is. Before, it took
+// variable (RED_TEAM 509), as one without FENCE_TABLE is. Before, it took
 // its own region for the home: a stack deployed by hand without it was a
 // second home, fencing each effect once per region.
 func TestFencedEffectsNeedsFenceTableRegion(t *testing.T) {

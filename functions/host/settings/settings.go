@@ -270,7 +270,7 @@ func (e *Env) between() []string {
 	if e.CrossRegion == CrossRegionFenced && e.FenceTableRegion == "" {
 		// Named explicitly, the home region's own stack included: a
 		// stack that took its own region for the home would be a second
-		// home, fencing each effect once per region (RED_TEAM 601).
+		// home, fencing each effect once per region (RED_TEAM 509).
 		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s (the home region, whose fence table every region's functions use; the home region's own stack names itself)", EnvCrossRegion, EnvFenceTableRegion))
 	}
 	switch {
@@ -406,7 +406,7 @@ func orList(names []string) string {
 // domain, or an IP address. Anything else (a URL, a port, a path, an IPv6
 // address in brackets, another pattern) would match no destination, so
 // every webhook run would be refused while the stack looked healthy: it is
-// said as a warning instead (Env.Warnings; RED_TEAM 362, 540).
+// said as a warning instead (Env.Warnings; RED_TEAM 362, 490).
 func allowlistEntry(h string) (string, error) {
 	bad := fmt.Errorf("entry %q is not a host: want example.com, *.example.com or an IP address (no scheme, port, path or brackets)", h)
 	a := strings.ToLower(h)

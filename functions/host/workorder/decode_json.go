@@ -111,7 +111,7 @@ func (d *jsonReader) object(at string, member func(name, at string) error) error
 			return err
 		}
 		name := t.(string) // a member name is always a string token
-		// A JSON Pointer: "~" and "/" in the name escaped (RED_TEAM 505).
+		// A JSON Pointer: "~" and "/" in the name escaped (RED_TEAM 484).
 		ptr := at + "/" + pointerEscaper.Replace(name)
 		if seen[name] {
 			return &canon.ValidationError{Field: ptr, Message: "member given twice"}

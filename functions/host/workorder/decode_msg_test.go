@@ -42,7 +42,7 @@ func TestMalformedBodyMessagesAreTheHosts(t *testing.T) {
 // (at most nine digits, docs/POLICIES.md): before, it was told to be
 // "written as digits (no sign '+', leading zero, fraction or exponent)",
 // which it was. Bytes after the work order's object that are no JSON
-// value ("x", a stray "}") were "more than one JSON value" (RED_TEAM 503).
+// value ("x", a stray "}") were "more than one JSON value" (RED_TEAM 482).
 func TestQuantityAndTrailingDataMessagesSayWhatIsWrong(t *testing.T) {
 	const ok = `{"work_order_number":"WO-1","projects":[{"code":"P-1","quantity":2}]}`
 	q := func(n string) string {
@@ -83,7 +83,7 @@ func TestQuantityAndTrailingDataMessagesSayWhatIsWrong(t *testing.T) {
 // (RFC 6901) to the member refused, so a member name holding "/" or "~"
 // is escaped (~1, ~0). Before, the name was joined as it is: a member
 // named "projects/0/code" was reported as the field /projects/0/code, a
-// member of the contract the caller never got wrong (RED_TEAM 505).
+// member of the contract the caller never got wrong (RED_TEAM 484).
 func TestUnknownMemberFieldIsAPointerToIt(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"projects/0/code":1}`: "/projects~10~1code",

@@ -45,7 +45,7 @@ func parseQuantity(field, s string) (int, error) {
 		return 0, bad
 	}
 	if len(d) > maxQuantityDigits {
-		// Written right, too long: say so, not how to write it (RED_TEAM 503).
+		// Written right, too long: say so, not how to write it (RED_TEAM 482).
 		return 0, &canon.ValidationError{Field: field, Message: "quantity must be at most nine digits (999999999)"}
 	}
 	n := 0

@@ -62,7 +62,7 @@ type Diverged struct {
 // as a place. When an immediate pause cut the source's attempt at or after
 // fromSeq (its run.paused is among the recorded events), the source
 // started the node afresh too, and the two fresh starts are each other's
-// counterparts (RED_TEAM 480).
+// counterparts (RED_TEAM 469).
 func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 	if !r.IsReplay() || !nodeEvent(ev.Type) {
 		return nil

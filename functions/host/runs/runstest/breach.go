@@ -133,7 +133,7 @@ func breachRace(t *testing.T, e *env) {
 }
 
 // breachLostAnswer: the breach applied and its answer was lost; the call
-// is answered as its write left the run (RED_TEAM 570); a later call is
+// is answered as its write left the run (RED_TEAM 500); a later call is
 // ErrStatusConflict with the run failed under the code, one event and
 // one version added.
 func breachLostAnswer(t *testing.T, e *env) {

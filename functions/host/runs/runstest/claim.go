@@ -142,7 +142,7 @@ func claimRace(t *testing.T, e *env) {
 }
 
 // claimLostAnswer: the claim applied and its answer was lost; the call is
-// answered with the run it claimed (RED_TEAM 570: its pass drives it, not
+// answered with the run it claimed (RED_TEAM 500: its pass drives it, not
 // the next pass a bound later); a later call is a conflict (the claim is
 // progress), and the run is claimable again once it has been without
 // progress for the bound.
@@ -208,7 +208,7 @@ func adoptRace(t *testing.T, e *env) {
 }
 
 // adoptLostAnswer: the adoption applied and its answer was lost; the call
-// is answered with the epoch it took, once (RED_TEAM 570); a later call
+// is answered with the epoch it took, once (RED_TEAM 500); a later call
 // holds a later epoch, and the earlier one is fenced.
 func adoptLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)

@@ -135,7 +135,7 @@ var (
 )
 
 // finishLostAnswer: the end applied and its answer was lost; the call is
-// answered as its write left the run (RED_TEAM 570), one version added; a
+// answered as its write left the run (RED_TEAM 500), one version added; a
 // later call's retry is a conflict with the run already at the target
 // status (and the epoch the end held).
 func finishLostAnswer(t *testing.T, e *env) {

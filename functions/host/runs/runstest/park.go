@@ -69,7 +69,7 @@ func parkFenced(t *testing.T, e *env) {
 }
 
 // parkLostAnswer: the park applied and its answer was lost; the call is
-// answered with the run parked, one version added (RED_TEAM 570: its
+// answered with the run parked, one version added (RED_TEAM 500: its
 // store retry is not applied again); the caller's retry (same epoch,
 // still running) parks again: one wake, due once.
 func parkLostAnswer(t *testing.T, e *env) {

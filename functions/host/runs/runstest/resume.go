@@ -94,7 +94,7 @@ func resumeRace(t *testing.T, e *env) {
 // stale-run pass, never taken twice by due passes.
 //
 // The call whose answer was lost is answered with the run it resumed
-// (RED_TEAM 570): its pass drives it.
+// (RED_TEAM 500): its pass drives it.
 func resumeLostAnswer(t *testing.T, e *env) {
 	r := e.parked(t, 0)
 	e.lose("UpdateItem")

@@ -175,7 +175,7 @@ func retentionLiveNever(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.checkExpiry(t, "parked by its execution", got, time.Time{})
-	// Parked, it is Due's (not Stale's: RED_TEAM 510); resumed, Stale's.
+	// Parked, it is Due's (not Stale's: RED_TEAM 485); resumed, Stale's.
 	if !e.due(t, e.at(time.Hour), r.ID) {
 		t.Fatal("a parked run of a store with a retention is not listed due")
 	}

@@ -157,7 +157,7 @@ type Harness struct {
 	// fault injected after send that the SDK retries). Each lost-answer
 	// case arms it before its first call, which must be answered as its
 	// write left the run (the store recognises its own landed write,
-	// RED_TEAM 570; a Create's, ErrRunExists with the run as written,
+	// RED_TEAM 500; a Create's, ErrRunExists with the run as written,
 	// which its caller takes for its own by the creation time), and
 	// checks the caller's retry and the state. Default nil: the first call
 	// is a plain call.

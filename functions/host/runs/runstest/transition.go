@@ -64,7 +64,7 @@ func transitionRace(t *testing.T, e *env) {
 // transitionLostAnswer: the transition applied and its answer was lost;
 // the call is answered as its write left the run (the store recognises
 // its own landed write: never a conflict its caller did not cause,
-// RED_TEAM 570), and one version was added. A later call's retry is a
+// RED_TEAM 500), and one version was added. A later call's retry is a
 // conflict whose run already has the target status.
 func transitionLostAnswer(t *testing.T, e *env) {
 	r := e.running(t, 0)
@@ -81,7 +81,7 @@ func transitionLostAnswer(t *testing.T, e *env) {
 
 // cancelLostAnswer: a cancel that applied and whose answer was lost is
 // answered as its write left the run, cancelled, though it names no
-// writer its caller could recognise the run by (RED_TEAM 570); a cancel
+// writer its caller could recognise the run by (RED_TEAM 500); a cancel
 // from pending or running (Cancel) and one at the version read
 // (CancelAt, where the store has it) alike. One version is added.
 func cancelLostAnswer(t *testing.T, e *env) {
@@ -200,7 +200,7 @@ func scheduleDue(t *testing.T, e *env) {
 }
 
 // scheduleLostAnswer: the park applied and its answer was lost; the call
-// succeeds and adds one version (RED_TEAM 570: its store retry is not
+// succeeds and adds one version (RED_TEAM 500: its store retry is not
 // applied again); the caller's retry leaves one wake and the run is due
 // once.
 func scheduleLostAnswer(t *testing.T, e *env) {
