@@ -115,35 +115,27 @@ func TestAnotherTenantsRunIsNoRunOnEveryRoute(t *testing.T) {
 			}
 			routes++
 			for _, enc := range encodings {
-				// acme's segment: acme's two runs and a run acme does not have.
-				want := ""
-				for _, o := range []string{opaque(failed), opaque(running), ghostOpaque} {
-					path := strings.Replace(r.Pattern, "{runId}", enc("acme", o), 1)
-					got := answerShape(send(r, "globex", path), reqID)
-					if want == "" {
-						want = got
-						if strings.HasPrefix(got, "2") {
-							t.Errorf("globex %s %s: %s", r.Method, path, got)
+				// Every id of one list is answered alike, and none 2xx.
+				alike := func(seg string, opaques []string, what string) {
+					want := ""
+					for _, o := range opaques {
+						path := strings.Replace(r.Pattern, "{runId}", enc(seg, o), 1)
+						got := answerShape(send(r, "globex", path), reqID)
+						if want == "" {
+							want = got
+							if strings.HasPrefix(got, "2") {
+								t.Errorf("globex %s %s: %s", r.Method, path, got)
+							}
+						} else if got != want {
+							t.Errorf("globex %s on %s %s:\n%s\nbut on an id naming no run:\n%s", r.Op, what, path, got, want)
 						}
-					} else if got != want {
-						t.Errorf("globex %s on acme's run %s:\n%s\nbut on an id naming no run:\n%s", r.Op, path, got, want)
 					}
 				}
+				// acme's segment: acme's two runs and a run acme does not have.
+				alike("acme", []string{opaque(failed), opaque(running), ghostOpaque}, "acme's run")
 				// globex's own segment before acme's opaque part: no run
 				// of globex's, answered as one made up.
-				want = ""
-				for _, o := range []string{ghostOpaque, opaque(failed), opaque(running)} {
-					path := strings.Replace(r.Pattern, "{runId}", enc("globex", o), 1)
-					got := answerShape(send(r, "globex", path), reqID)
-					if want == "" {
-						want = got
-						if strings.HasPrefix(got, "2") {
-							t.Errorf("globex %s %s: %s", r.Method, path, got)
-						}
-					} else if got != want {
-						t.Errorf("globex %s on %s (acme's opaque part):\n%s\nbut on an id naming no run:\n%s", r.Op, path, got, want)
-					}
-				}
+				alike("globex", []string{ghostOpaque, opaque(failed), opaque(running)}, "(acme's opaque part)")
 			}
 		}
 		if routes < 12 {
