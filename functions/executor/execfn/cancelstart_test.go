@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -15,9 +13,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestCancelRacingTheStartFiresNothingBeforeTheTake races, on every
@@ -47,18 +42,8 @@ func TestCancelRacingTheStartFiresNothingBeforeTheTake(t *testing.T) {
 	}
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		faults := dynamotest.NewFaults()
-		table := e.CreateTable(t, "RunsTable")
-		xruns := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: table}
-		store := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: table}
-		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := &Executor{Runs: xruns, StaleAfter: 5 * time.Second, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}},
-			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}}
+		rig := newFaultRig(t, e, nil)
+		x, faults, store, clk := rig.x, rig.faults, rig.store, rig.clk
 		const rounds = 8
 		outcomes := map[string]int{}
 		defer func() { t.Logf("outcomes: %v", outcomes) }()
@@ -154,18 +139,9 @@ func TestCancelRacingTheResumeOfAParkedRun(t *testing.T) {
 	}
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		faults := dynamotest.NewFaults()
-		table := e.CreateTable(t, "RunsTable")
-		xruns := &resumeSignal{DynamoRuns: &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: table}}
-		store := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: table}
-		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := &Executor{Runs: xruns, StaleAfter: 5 * time.Second, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}},
-			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}}
+		var xruns *resumeSignal
+		rig := newFaultRig(t, e, func(d *runs.DynamoRuns) runs.RunStore { xruns = &resumeSignal{DynamoRuns: d}; return xruns })
+		x, faults, store, clk := rig.x, rig.faults, rig.store, rig.clk
 		outcomes := map[string]int{}
 		defer func() { t.Logf("outcomes: %v; resume writes %d", outcomes, xruns.calls) }()
 		for round := range 8 * len(plans) {

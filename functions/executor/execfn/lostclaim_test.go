@@ -3,17 +3,12 @@ package execfn
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestStalePassDrivesTheRunWhoseClaimAnswerWasLost: the stale-run pass
@@ -27,18 +22,8 @@ import (
 func TestStalePassDrivesTheRunWhoseClaimAnswerWasLost(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		faults := dynamotest.NewFaults()
-		table := e.CreateTable(t, "RunsTable")
-		xruns := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: table}
-		store := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: table}
-		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := &Executor{Runs: xruns, StaleAfter: 5 * time.Second, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}},
-			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}}
+		rig := newFaultRig(t, e, nil)
+		x, faults, store, clk := rig.x, rig.faults, rig.store, rig.clk
 		rc := newReceiver(t)
 		in, _ := json.Marshal(map[string]any{"url": rc.srv.URL + "/hook", "payload": 1})
 		r := runs.NewRun("acme", webhook.WorkflowWebhook, in, clk.Now())
