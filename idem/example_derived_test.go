@@ -68,8 +68,8 @@ func ExampleRoute_deriveKey() {
 	// charges: 1
 }
 
-// The derived-key mode in a function's Config, as the README's "In your
-// function" shows it: a webhook route keyed by the sender's own event id,
+// The derived-key mode in a function's Config, as docs/POLICIES.md shows
+// it: a webhook route keyed by the sender's own event id,
 // under the OpenWOP policy with derived keys on (in code, or with
 // IDEMPOTENCY_DERIVED_KEYS=true read by idemenv). A caller's
 // Idempotency-Key routes are unchanged.

@@ -27,5 +27,26 @@ func newMux(guard *idem.Guard) http.Handler {
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(map[string]any{"orderId": fmt.Sprintf("ord_%d", time.Now().UnixNano()), "item": in.Item, "qty": in.Qty})
 	})
-	return guard.Middleware(mux)
+	guarded := guard.Middleware(mux)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" { // no route: unguarded, its 404 or 405 an envelope
+			w = envelope{w}
+		}
+		guarded.ServeHTTP(w, r)
+	})
 }
+
+// envelope writes the ServeMux's own 404 or 405 (its Allow header kept) as the error envelope.
+type envelope struct{ http.ResponseWriter }
+
+func (e envelope) WriteHeader(status int) {
+	code, message := "not_found", "no route serves this path"
+	if status == http.StatusMethodNotAllowed { // a vendor code: the error registry has no 405 row
+		code, message = "idemkit.method_not_allowed", "method not allowed; allowed: "+e.Header().Get("Allow")
+	}
+	e.Header().Set("Content-Type", "application/json")
+	e.ResponseWriter.WriteHeader(status)
+	fmt.Fprintf(e.ResponseWriter, `{"error":%q,"message":%q}`, code, message)
+}
+
+func (envelope) Write(p []byte) (int, error) { return len(p), nil } // net/http's text, dropped
