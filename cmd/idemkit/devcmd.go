@@ -109,7 +109,7 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	setUsage(fs, devUsageLine, devAbout)
-	addr := fs.String("addr", devstack.DefaultAddr, "address the HTTP API listens on")
+	addr := fs.String("addr", devstack.DefaultAddr, "address the HTTP API listens on (every interface, :3000 or 0.0.0.0:3000: its links name localhost)")
 	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
 	endpoint := endpointFlag(fs, "dynamodb-endpoint", "use this DynamoDB endpoint `URL` instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")

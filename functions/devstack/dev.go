@@ -55,14 +55,14 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	st, err := newStack(ctx, o, stdout, logger, "http://"+ln.Addr().String(), client, tw, eng, env)
+	st, err := newStack(ctx, o, stdout, logger, baseURL(ln), client, tw, eng, env)
 	if err != nil {
 		return err
 	}
 	waiting := func() { s.waitingOnce.Do(func() { close(s.waiting) }) }
 	cut := func() { s.cut.Store(true) }
 	return st.serve(ctx, s.now, waiting, cut, ln, start, func() {
-		s.url, s.endpoint, s.keys, s.tables = "http://"+ln.Addr().String(), eng.endpoint, st.o.APIKeys, names
+		s.url, s.endpoint, s.keys, s.tables = baseURL(ln), eng.endpoint, st.o.APIKeys, names
 		close(ready)
 	})
 }

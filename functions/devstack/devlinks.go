@@ -3,6 +3,7 @@ package devstack
 import (
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -32,4 +33,31 @@ func loopbackOrigin(base string) func(events.APIGatewayV2HTTPRequest) string {
 		}
 		return ""
 	}
+}
+
+// baseURL is the base URL dev names itself by, listening on ln: its
+// address, or, when that is an unspecified address (--addr :3000,
+// 0.0.0.0:3000, [::]:3000: every interface), http://localhost:PORT, a
+// name a client on this machine (or a container's or VM's host, through
+// its forwarded port) can follow, where http://[::]:PORT is none
+// (RED_TEAM 521). Dev keeps listening where it was asked; only the links
+// and the lines it prints change. A request's Host is never the base
+// (loopbackOrigin trusts only loopback names): an answer is recorded and
+// replayed to every caller of its key.
+func baseURL(ln net.Listener) string {
+	return "http://" + linkHost(ln.Addr())
+}
+
+// linkHost is addr as a link names it: localhost for an unspecified IP.
+func linkHost(addr net.Addr) string {
+	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(a.Port))
+	}
+	return addr.String()
+}
+
+// everyInterface reports whether ln listens on an unspecified address.
+func everyInterface(ln net.Listener) bool {
+	a, ok := ln.Addr().(*net.TCPAddr)
+	return ok && a.IP.IsUnspecified()
 }

@@ -26,7 +26,9 @@ const DefaultAddr = "127.0.0.1:3000"
 // no environment read, nothing printed or logged.
 type Options struct {
 	// Addr is the address the HTTP API listens on (default DefaultAddr;
-	// "127.0.0.1:0" picks a free port, see Stack.URL).
+	// "127.0.0.1:0" picks a free port, see Stack.URL). On every interface
+	// (":3000", "0.0.0.0:3000", "[::]:3000") the stack names itself
+	// http://localhost:PORT in Stack.URL, its links and its lines.
 	Addr string
 	// Engine is the DynamoDB engine to start, a name of the engine table
 	// (internal/emulator: "dynamodb-local", "moto", "dynalite"). Default:

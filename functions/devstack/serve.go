@@ -75,13 +75,17 @@ func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting, cut fu
 	if st.feed != nil {
 		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: the executor runs what this process writes, and nothing is audited (use --emulator %s for the deployed stream mappings and the auditor)\n", engineName(engine), streamEngines())
 	}
-	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), shownURL(endpoint), time.Since(start).Round(time.Millisecond))
+	base := baseURL(ln)
+	if everyInterface(ln) {
+		fmt.Fprintf(stdout, "idemkit dev: listening on every interface (%s); its links name %s\n", ln.Addr(), base)
+	}
+	fmt.Fprintf(stdout, "idemkit dev: serving %s (%s at %s, ready in %s); Ctrl-C stops\n", base, engineName(engine), shownURL(endpoint), time.Since(start).Round(time.Millisecond))
 	if k0, _, ok := splitAPIKey(o.APIKeys[0]); ok && (st.k.Guard == nil || st.k.Guard.Config().Disabled) {
 		// Layer 1 off (IDEMPOTENCY_ENABLED=false): a key is ignored and
 		// every POST makes a run, so the line promises no replay.
-		fmt.Fprintf(stdout, "try (idempotency is off: each POST makes a run): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0)
+		fmt.Fprintf(stdout, "try (idempotency is off: each POST makes a run): curl -si -X POST %s/runs -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", base, k0)
 	} else if ok {
-		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
+		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST %s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", base, k0, newUUID())
 	}
 
 	served()
