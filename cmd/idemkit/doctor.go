@@ -24,7 +24,9 @@ this binary, or --template FILE): the table's status (a table or index
 being created or deleted, or whose KMS key cannot be used, differs), the key
 schema, the secondary indexes, the stream, a global table's replicas (one in
 each region the template names, ACTIVE) and its multi-region consistency,
-the TTL attribute and point-in-time recovery, and says what differs.
+the TTL attribute, point-in-time recovery and, on AWS (not with --endpoint,
+whose local tables are made without it), deletion protection, and says what
+differs.
 Prints "LogicalID<TAB>name<TAB>ok|differs|missing|error|not checked" per table,
 then one indented line per difference ("  - ...") and per property the endpoint
 cannot report ("  ? ..."); "error" means the table could not be described
@@ -211,6 +213,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var unasked []string // tables whose replicas the template read does not name
 	for _, id := range ids {
 		d := defs[id]
+		if *endpoint != "" {
+			// The tables at an endpoint (an emulator's, LocalStack's:
+			// `idemkit tables create`'s and dev's) are made without
+			// deletion protection, so that they can be deleted: it is
+			// compared on AWS only (RED_TEAM 522).
+			d.DeletionProtection = false
+		}
 		name, tc := names[id], c
 		if name == "" && tableEnv[id] != "" {
 			name = os.Getenv(tableEnv[id])

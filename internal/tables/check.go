@@ -55,7 +55,8 @@ var errNoTableDescribed = errors.New("the endpoint's DescribeTable answer descri
 // key schema and key attribute types, each secondary index (keys,
 // projection), the stream and its view type, a global table's replicas in
 // d.ReplicaRegions (each there and ACTIVE) and its multi-region
-// consistency, the TTL attribute and point-in-time recovery. Extra indexes
+// consistency, deletion protection (when d has it), the TTL attribute and
+// point-in-time recovery. Extra indexes
 // and extra replicas on the deployed table are not differences. A missing
 // table is a Report with Missing set, not an error; an error is a call that failed otherwise (credentials, network),
 // and the Report then holds the differences the calls before it found.
@@ -147,6 +148,13 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 		if want != got {
 			differ("multi-region consistency: template %s, deployed %s (chosen when the table's replicas were created; if the stack was deployed with the other, read the template with the parameters it was deployed with)", want, got)
 		}
+	}
+
+	// Deletion protection (RED_TEAM 522): without it one delete-table call
+	// removes the records every retried key and effect is answered from.
+	if d.DeletionProtection && !aws.ToBool(t.DeletionProtectionEnabled) {
+		differ("deletion protection: disabled (template: enabled; one delete-table call removes the table and every record in it); turn it on: %s",
+			deletionProtectionCommand(name, arnRegion(aws.ToString(t.TableArn))))
 	}
 
 	ttl, err := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
@@ -338,6 +346,16 @@ func createReplicaCommand(name, here, region string) string {
 		cmd += " --region " + here
 	}
 	return cmd + ` --replica-updates '[{"Create":{"RegionName":"` + region + `"}}]'`
+}
+
+// deletionProtectionCommand is the AWS CLI command that turns deletion
+// protection on for the table name in region here (omitted when "").
+func deletionProtectionCommand(name, here string) string {
+	cmd := "aws dynamodb update-table --table-name " + name
+	if here != "" {
+		cmd += " --region " + here
+	}
+	return cmd + " --deletion-protection-enabled"
 }
 
 // arnRegion is the region of a table ARN (arn:PARTITION:dynamodb:REGION:

@@ -13,7 +13,7 @@ import (
 )
 
 // asTemplate is the DescribeTable answer of a table deployed as d (keys,
-// indexes ACTIVE, stream), ACTIVE, in us-east-1.
+// indexes ACTIVE, stream, deletion protection), ACTIVE, in us-east-1.
 func asTemplate(d tables.Def, name string) *types.TableDescription {
 	t := &types.TableDescription{
 		TableName:            aws.String(name),
@@ -21,6 +21,9 @@ func asTemplate(d tables.Def, name string) *types.TableDescription {
 		TableStatus:          types.TableStatusActive,
 		AttributeDefinitions: d.AttributeDefinitions,
 		KeySchema:            d.KeySchema,
+	}
+	if d.DeletionProtection {
+		t.DeletionProtectionEnabled = aws.Bool(true)
 	}
 	if d.StreamViewType != "" {
 		t.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: d.StreamViewType}

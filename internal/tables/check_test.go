@@ -28,9 +28,16 @@ func TestCheckFindsWhatDiffers(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		c := e.Client()
-		defs, err := tables.Embedded()
+		embedded, err := tables.Embedded()
 		if err != nil {
 			t.Fatal(err)
+		}
+		// Local tables are made without deletion protection, so that they
+		// can be deleted; doctor compares it on AWS only (RED_TEAM 522).
+		defs := map[string]tables.Def{}
+		for id, d := range embedded {
+			d.DeletionProtection = false
+			defs[id] = d
 		}
 		create := func(t *testing.T, d tables.Def) string {
 			var b [4]byte

@@ -10,9 +10,10 @@
 // TimeToLiveSpecification (applied with UpdateTimeToLive after creation).
 // Replication (Replicas), SSE, tags, deletion protection, contributor
 // insights and TableName are ignored: local tables get the name the caller
-// chooses. Point-in-time recovery and a GlobalTable's replica regions are
-// read (Def.PointInTimeRecovery, Def.ReplicaRegions, which Check compares
-// with a deployed table) but not applied locally.
+// chooses. Point-in-time recovery, deletion protection and a GlobalTable's
+// replica regions are read (Def.PointInTimeRecovery, Def.DeletionProtection,
+// Def.ReplicaRegions, which Check compares with a deployed table) but not
+// applied locally.
 //
 // CloudFormation intrinsics in both spellings (!Ref / {"Ref": ...}) are
 // evaluated with parameter defaults and fixed pseudo parameters (region
@@ -73,6 +74,10 @@ type Def struct {
 	// the template's region) has point-in-time recovery enabled. Local
 	// creation ignores it; Check compares it.
 	PointInTimeRecovery bool
+	// DeletionProtection says the table (for a GlobalTable, its replica in
+	// the template's region) has DeletionProtectionEnabled. Local creation
+	// ignores it (local tables must be deletable); Check compares it.
+	DeletionProtection bool
 	// ReplicaRegions are a GlobalTable's replica regions other than the
 	// stack's own (the Replicas entries whose Region is not AWS::Region:
 	// under the built-in template, ReplicaRegions'), in the template's
@@ -308,6 +313,7 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 			}
 			if region == here {
 				d.PointInTimeRecovery = boolOf(mapOf(m["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"])
+				d.DeletionProtection = boolOf(m["DeletionProtectionEnabled"])
 				// The stack's own replica is the entry that names
 				// AWS::Region: read in another region, it names another.
 				// An entry naming this region otherwise (a ReplicaRegions
@@ -328,6 +334,11 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 			return d, err
 		}
 		d.PointInTimeRecovery = boolOf(mapOf(pitr)["PointInTimeRecoveryEnabled"])
+		dp, err := get("DeletionProtectionEnabled")
+		if err != nil {
+			return d, err
+		}
+		d.DeletionProtection = boolOf(dp)
 	}
 
 	ttl, err := get("TimeToLiveSpecification")

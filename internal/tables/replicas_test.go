@@ -159,6 +159,8 @@ func TestCheckReplicas(t *testing.T) {
 			KeySchema:            d.KeySchema,
 			StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: d.StreamViewType},
 			Replicas:             reps,
+			// As the template deploys it (RED_TEAM 522).
+			DeletionProtectionEnabled: aws.Bool(true),
 		}
 		if version != "" {
 			t.GlobalTableVersion = aws.String(version)
