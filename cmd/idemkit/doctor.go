@@ -23,7 +23,8 @@ const doctorAbout = `Compares deployed DynamoDB tables with template.yaml's (the
 this binary, or --template FILE): the table's status (a table or index
 being created or deleted, or whose KMS key cannot be used, differs), the key
 schema, the secondary indexes, the stream, a global table's replicas (one in
-each region the template names, ACTIVE) and its multi-region consistency,
+each region the template names, ACTIVE, and in that region its point-in-time
+recovery and, on AWS, deletion protection) and its multi-region consistency,
 the TTL attribute, point-in-time recovery and, on AWS (not with --endpoint,
 whose local tables are made without it), deletion protection, and says what
 differs.
@@ -58,7 +59,8 @@ FENCE_TABLE_REGION names, when set and --region is not (a multi-region
 replica's functions call those tables in the home region). Without --endpoint it reaches
 AWS with the default configuration and checks the tables it has names for.
 It only describes tables (dynamodb:DescribeTable, DescribeTimeToLive,
-DescribeContinuousBackups).
+DescribeContinuousBackups; the first and last also in each region of a
+global table's ACTIVE replicas).
 
 examples:
   idemkit doctor --endpoint http://127.0.0.1:8000
@@ -219,6 +221,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			// deletion protection, so that they can be deleted: it is
 			// compared on AWS only (RED_TEAM 522).
 			d.DeletionProtection = false
+			reps := map[string]tables.ReplicaSetting{}
+			for region, rs := range d.ReplicaSettings {
+				rs.DeletionProtection = false
+				reps[region] = rs
+			}
+			d.ReplicaSettings = reps
 		}
 		name, tc := names[id], c
 		if name == "" && tableEnv[id] != "" {
@@ -235,6 +243,18 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			continue
 		}
 		r, err := tables.Check(ctx, tc, d, name)
+		// Each ACTIVE replica in its own region: what DynamoDB keeps per
+		// replica (RED_TEAM 523). A refusal there makes the table error.
+		for _, region := range r.ActiveReplicas {
+			if err != nil || r.Missing {
+				break
+			}
+			rc := dynamodb.New(tc.Options(), func(o *dynamodb.Options) { o.Region = region })
+			var rr tables.Report
+			rr, err = tables.CheckReplica(ctx, rc, d, name, region)
+			r.Differences = append(r.Differences, rr.Differences...)
+			r.Unchecked = append(r.Unchecked, rr.Unchecked...)
+		}
 		switch {
 		case err != nil:
 			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)

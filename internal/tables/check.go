@@ -41,6 +41,10 @@ type Report struct {
 	// than the one described, whatever their status: a global table's
 	// replicas, whether or not the template names them.
 	Replicas []string
+	// ActiveReplicas are the regions of d.ReplicaRegions, other than the
+	// one described, whose replica DescribeTable lists ACTIVE: those
+	// CheckReplica can check in their own region.
+	ActiveReplicas []string
 }
 
 // OK reports whether the table exists and nothing differs.
@@ -315,6 +319,7 @@ func differReplicas(r *Report, d Def, t *types.TableDescription) {
 			continue
 		}
 		if rep.ReplicaStatus == types.ReplicaStatusActive {
+			r.ActiveReplicas = append(r.ActiveReplicas, region)
 			continue
 		}
 		status := string(rep.ReplicaStatus)
@@ -335,6 +340,58 @@ func differReplicas(r *Report, d Def, t *types.TableDescription) {
 		}
 		r.Differences = append(r.Differences, line)
 	}
+}
+
+// CheckReplica checks the replica in region of the global table name, the
+// template's d, with c, a client of that region (RED_TEAM 523): what
+// DynamoDB keeps per replica and the template gives each (d.ReplicaSettings):
+// its deletion protection (DescribeTable) and point-in-time recovery
+// (DescribeContinuousBackups), and that it is there and usable. TTL, the
+// stream, keys and indexes are one setting of the whole global table,
+// which Check compares in the region it describes. Every line names the
+// replica ("replica eu-west-1: ..."). The error of a call names the
+// replica's region.
+func CheckReplica(ctx context.Context, c CheckAPI, d Def, name, region string) (Report, error) {
+	r := Report{LogicalID: d.LogicalID, TableName: name}
+	want := d.ReplicaSettings[region]
+	differ := func(format string, a ...any) {
+		r.Differences = append(r.Differences, "replica "+region+": "+fmt.Sprintf(format, a...))
+	}
+	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	var nf *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &nf):
+		differ("no table of this name in %s, though the global table lists its replica there ACTIVE (credentials of another account for that region?)", region)
+		return r, nil
+	case err != nil:
+		return r, fmt.Errorf("tables: describe %s: replica %s: %w", name, region, err)
+	case out == nil || out.Table == nil:
+		return r, fmt.Errorf("tables: describe %s: replica %s: %w", name, region, errNoTableDescribed)
+	}
+	t := out.Table
+	if st := t.TableStatus; st != "" && st != types.TableStatusActive && st != types.TableStatusUpdating {
+		differ("table status: %s, not ACTIVE; %s", st, tableStatusAdvice(st))
+	}
+	if want.DeletionProtection && !aws.ToBool(t.DeletionProtectionEnabled) {
+		differ("deletion protection: disabled (template: enabled; one delete-table call removes the table and every record in it); turn it on: %s",
+			deletionProtectionCommand(name, region))
+	}
+	cb, err := c.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+	switch {
+	case IsUnsupported(err):
+		r.Unchecked = append(r.Unchecked, "replica "+region+": point-in-time recovery: the endpoint does not implement DescribeContinuousBackups")
+	case err != nil:
+		return r, fmt.Errorf("tables: describe continuous backups of %s: replica %s: %w", name, region, err)
+	default:
+		on := false
+		if desc := cb.ContinuousBackupsDescription; desc != nil && desc.PointInTimeRecoveryDescription != nil {
+			on = desc.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled
+		}
+		if want.PointInTimeRecovery && !on {
+			differ("point-in-time recovery: disabled (template: enabled); turn it on: aws dynamodb update-continuous-backups --table-name %s --region %s --point-in-time-recovery-specification PointInTimeRecoveryEnabled=true", name, region)
+		}
+	}
+	return r, nil
 }
 
 // createReplicaCommand is the AWS CLI command that adds a replica in

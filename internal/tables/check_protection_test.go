@@ -30,6 +30,12 @@ func TestCheckDeletionProtection(t *testing.T) {
 			if !d.DeletionProtection {
 				t.Errorf("template.yaml %v: %s read without deletion protection", params, id)
 			}
+			// Each replica's own settings (RED_TEAM 523).
+			for _, region := range d.ReplicaRegions {
+				if rs := d.ReplicaSettings[region]; !rs.DeletionProtection || !rs.PointInTimeRecovery {
+					t.Errorf("template.yaml %v: %s's replica in %s read as %+v, want deletion protection and point-in-time recovery", params, id, region, rs)
+				}
+			}
 		}
 	}
 	for _, f := range []string{"idempotency-table.yaml", "effects-table.yaml"} {

@@ -46,6 +46,12 @@ const otherRegion = "xx-other-1"
 // resolving the template.
 const DefaultRegion = "us-east-1"
 
+// ReplicaSetting is what a global table's template gives one replica.
+type ReplicaSetting struct {
+	PointInTimeRecovery bool
+	DeletionProtection  bool
+}
+
 // Def is the local-creation view of one DynamoDB resource of the template.
 type Def struct {
 	// LogicalID is the resource's logical ID, e.g. "EffectsTable".
@@ -84,6 +90,11 @@ type Def struct {
 	// order; none for a Table or a single-region stack. Local creation
 	// ignores them; Check compares them with the deployed table's replicas.
 	ReplicaRegions []string
+	// ReplicaSettings are, per region of ReplicaRegions, what the template
+	// gives that replica alone (DynamoDB keeps them per replica): its
+	// point-in-time recovery and deletion protection. CheckReplica compares
+	// them in the replica's region.
+	ReplicaSettings map[string]ReplicaSetting
 	// MultiRegionConsistency is a GlobalTable's MultiRegionConsistency as
 	// the template gives it (STRONG for MRSC), "" when it gives none
 	// (EVENTUAL, DynamoDB's default). Check compares it.
@@ -326,6 +337,13 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 			}
 			if !slices.Contains(d.ReplicaRegions, region) {
 				d.ReplicaRegions = append(d.ReplicaRegions, region)
+				if d.ReplicaSettings == nil {
+					d.ReplicaSettings = map[string]ReplicaSetting{}
+				}
+				d.ReplicaSettings[region] = ReplicaSetting{
+					PointInTimeRecovery: boolOf(mapOf(m["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"]),
+					DeletionProtection:  boolOf(m["DeletionProtectionEnabled"]),
+				}
 			}
 		}
 	} else {
