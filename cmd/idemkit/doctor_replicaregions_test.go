@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,7 +49,18 @@ func regionalAnswers(t *testing.T, name string, regions map[string]regionTable) 
 		mu.Unlock()
 		rr, ok := regions[region]
 		op := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810.")
+		var in struct{ TableName string }
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		arn := regexp.MustCompile(`^arn:aws:dynamodb:([a-z0-9-]+):123456789012:table/(.+)$`).FindStringSubmatch(in.TableName)
 		switch {
+		case arn != nil && arn[1] != region:
+			// DynamoDB refuses a table ARN of another region than the
+			// endpoint's.
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"__type":"com.amazon.coral.validate#ValidationException","Message":"The ARN region does not match the request region"}`))
+		case arn == nil && in.TableName != name || arn != nil && arn[2] != name:
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","Message":"Requested resource not found"}`))
 		case !ok:
 			w.WriteHeader(400)
 			_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","Message":"Requested resource not found"}`))
@@ -110,7 +123,10 @@ func TestDoctorChecksEachReplicaInItsRegion(t *testing.T) {
 		ep, calls := regionalAnswers(t, "orders-idem", regions)
 		t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", ep)
 		var out, errb bytes.Buffer
-		code := run(ctx, append([]string{"doctor", "--only", "idempotency", "--table", "idempotency=orders-idem"}, args...), &out, &errb)
+		if !slices.Contains(args, "--table") {
+			args = append([]string{"--table", "idempotency=orders-idem"}, args...)
+		}
+		code := run(ctx, append([]string{"doctor", "--only", "idempotency"}, args...), &out, &errb)
 		return code, out.String(), errb.String(), calls()
 	}
 	good := regionTable{protected: true, pitr: true}
@@ -124,6 +140,15 @@ func TestDoctorChecksEachReplicaInItsRegion(t *testing.T) {
 	}
 	if calls["eu-west-1"] != 2 || calls["eu-central-1"] != 2 || calls["us-east-1"] != 3 {
 		t.Errorf("calls per region %v, want 3 in the region described and 2 in each replica region", calls)
+	}
+
+	// The table named by its ARN (the home region's): each replica is
+	// described by its own region's ARN, as DynamoDB refuses another's.
+	code, out, errs, _ = doctor(map[string]regionTable{"us-east-1": good, "eu-west-1": {}, "eu-central-1": good},
+		append([]string{"--table", "idempotency=arn:aws:dynamodb:us-east-1:123456789012:table/orders-idem"}, multi...)...)
+	if code != 1 || !strings.Contains(out, "  - replica eu-west-1: deletion protection: disabled") ||
+		!strings.Contains(out, "  - replica eu-west-1: point-in-time recovery: disabled") || strings.Contains(out, "eu-central-1") || errs != "" {
+		t.Errorf("the table named by its ARN: exit %d, want 1 with eu-west-1's two differences only\n%s%s", code, out, errs)
 	}
 
 	code, out, errs, _ = doctor(map[string]regionTable{"us-east-1": good, "eu-west-1": good, "eu-central-1": {denied: true}}, multi...)

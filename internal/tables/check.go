@@ -353,6 +353,9 @@ func differReplicas(r *Report, d Def, t *types.TableDescription) {
 // replica's region.
 func CheckReplica(ctx context.Context, c CheckAPI, d Def, name, region string) (Report, error) {
 	r := Report{LogicalID: d.LogicalID, TableName: name}
+	// A table named by its ARN is described in the replica's region by
+	// that region's ARN: DynamoDB refuses an ARN of another region.
+	name = replicaARN(name, region)
 	want := d.ReplicaSettings[region]
 	differ := func(format string, a ...any) {
 		r.Differences = append(r.Differences, "replica "+region+": "+fmt.Sprintf(format, a...))
@@ -392,6 +395,17 @@ func CheckReplica(ctx context.Context, c CheckAPI, d Def, name, region string) (
 		}
 	}
 	return r, nil
+}
+
+// replicaARN is name with its region replaced by region when name is a
+// table ARN (arn:PARTITION:dynamodb:REGION:ACCOUNT:table/NAME), else name.
+func replicaARN(name, region string) string {
+	parts := strings.SplitN(name, ":", 6)
+	if len(parts) < 6 || parts[0] != "arn" || parts[2] != "dynamodb" {
+		return name
+	}
+	parts[3] = region
+	return strings.Join(parts, ":")
 }
 
 // createReplicaCommand is the AWS CLI command that adds a replica in
