@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -110,7 +111,9 @@ func onlyFlag(fs *flag.FlagSet, usage string) *[]string {
 			if !ok {
 				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
 			}
-			only = append(only, id)
+			if !slices.Contains(only, id) { // named twice, one table (RED_TEAM 524)
+				only = append(only, id)
+			}
 		}
 		return nil
 	})
