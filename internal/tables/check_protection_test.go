@@ -91,3 +91,33 @@ func TestCheckDeletionProtection(t *testing.T) {
 		}
 	}
 }
+
+// Deletion protection does not shape a table: a template whose value
+// needs an intrinsic not evaluated here (an import) is read, the
+// protection left uncompared, as CreateTable's properties would be.
+func TestDefsDeletionProtectionUnresolved(t *testing.T) {
+	const tmpl = `
+Parameters:
+  Protect: {Type: String, Default: "true"}
+Resources:
+  T:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+      DeletionProtectionEnabled: !ImportValue protect-tables
+  P:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+      DeletionProtectionEnabled: !Ref Protect
+`
+	defs, err := tables.Defs([]byte(tmpl))
+	if err != nil {
+		t.Fatalf("Defs: %v", err)
+	}
+	if defs["T"].DeletionProtection || !defs["P"].DeletionProtection {
+		t.Errorf("T %v (an import: uncompared), P %v (the parameter's \"true\")", defs["T"].DeletionProtection, defs["P"].DeletionProtection)
+	}
+}

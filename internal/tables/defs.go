@@ -352,11 +352,14 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 			return d, err
 		}
 		d.PointInTimeRecovery = boolOf(mapOf(pitr)["PointInTimeRecoveryEnabled"])
-		dp, err := get("DeletionProtectionEnabled")
-		if err != nil {
+		// Deletion protection does not shape the table: a value that needs
+		// an intrinsic not evaluated here leaves it uncompared, never
+		// fails the template.
+		if dp, err := get("DeletionProtectionEnabled"); err == nil {
+			d.DeletionProtection = boolOf(dp)
+		} else if !errors.As(err, new(unresolved)) {
 			return d, err
 		}
-		d.DeletionProtection = boolOf(dp)
 	}
 
 	ttl, err := get("TimeToLiveSpecification")
