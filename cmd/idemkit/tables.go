@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -103,11 +104,23 @@ var tablesCommands = commandList{
 
 // onlyFlag adds --only to fs (usage as given): table names, comma-separated
 // and repeatable, collected as their logical IDs.
-func onlyFlag(fs *flag.FlagSet, usage string) *[]string {
+func onlyFlag(fs *flag.FlagSet, usage string) *[]string { return onlyFlagOf(fs, usage, false) }
+
+// logicalIDPattern is what a CloudFormation logical ID is: letters and
+// digits.
+var logicalIDPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,255}$`)
+
+// onlyFlagOf is onlyFlag; with anyID a name that is no table of
+// template.yaml but reads as a logical ID is kept too, for the caller to
+// check against the template it reads (doctor's --template).
+func onlyFlagOf(fs *flag.FlagSet, usage string, anyID bool) *[]string {
 	var only []string
 	fs.Func("only", usage, func(v string) error {
 		for _, n := range strings.Split(v, ",") {
 			id, ok := tableIDs[strings.TrimSpace(n)]
+			if !ok && anyID && logicalIDPattern.MatchString(strings.TrimSpace(n)) {
+				id, ok = strings.TrimSpace(n), true
+			}
 			if !ok {
 				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
 			}
