@@ -176,6 +176,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
 		return 1
 	}
+	if len(defs) == 0 {
+		// Nothing to compare with (RED_TEAM 526): said as such, not as
+		// tables left unnamed.
+		return usageError(fs, stderr, "--template %q: has no DynamoDB table (AWS::DynamoDB::Table or AWS::DynamoDB::GlobalTable) to compare with", *template)
+	}
 	ids := *only
 	if len(ids) == 0 {
 		for id := range defs {

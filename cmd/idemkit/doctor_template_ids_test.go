@@ -91,3 +91,19 @@ func TestDoctorNamesATemplatesOwnTables(t *testing.T) {
 		t.Errorf("--table OrdersTable=NAME against template.yaml: exit %d, want 2\n%s%s", code, out.String(), errb.String())
 	}
 }
+
+// RED_TEAM 526: a --template with no DynamoDB table (a template of
+// functions only, or the wrong file) is said to be so, a usage error.
+// Before, doctor answered "no table to check: give --endpoint, --table
+// LogicalID=NAME or the tables' variables" even when --endpoint was given.
+func TestDoctorTemplateWithoutTables(t *testing.T) {
+	tmpl := filepath.Join(t.TempDir(), "functions.yaml")
+	if err := os.WriteFile(tmpl, []byte("Resources:\n  Fn:\n    Type: AWS::Serverless::Function\n    Properties: {Handler: bootstrap}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"doctor", "--endpoint", "http://127.0.0.1:9", "--template", tmpl}, &out, &errb)
+	if code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "has no DynamoDB table") || strings.Contains(errb.String(), "give --endpoint") {
+		t.Errorf("exit %d, want 2 saying the template has no DynamoDB table\n%s%s", code, out.String(), errb.String())
+	}
+}
