@@ -11,9 +11,12 @@ import (
 // sequence the terminal event takes:
 //
 //   - a fork with fromSeq > 0 starts with its fixed history: the source's
-//     events with sequence < fromSeq, byte for byte as the source serves
-//     them (eventId, type, nodeId, payload, timestamp and sequence), under
-//     the fork's runId; any other run with run.started at sequence 0;
+//     events with sequence < fromSeq as the source serves them (type,
+//     nodeId, payload, timestamp and sequence), under the fork's runId and
+//     with eventIds of the fork's own, as every event of a run (eventID):
+//     an eventId is globally unique and run-scoped, so two runs never
+//     serve one (RED_TEAM 620); any other run with run.started at
+//     sequence 0;
 //   - then the run's own node events (Run.Log), one sequence each, in the
 //     order the executor recorded them.
 //
@@ -25,7 +28,7 @@ func logEvents(r runs.Run) ([]RunEvent, int64, time.Time) {
 	var last time.Time
 	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
 		for _, e := range r.Fork.Inherited {
-			evs = append(evs, RunEvent{EventID: e.EventID, RunID: r.ID, NodeID: e.NodeID, Type: e.Type,
+			evs = append(evs, RunEvent{EventID: eventID(r.ID, e.Sequence), RunID: r.ID, NodeID: e.NodeID, Type: e.Type,
 				Payload: e.Payload, Timestamp: e.Timestamp, Sequence: e.Sequence, SchemaVersion: 1})
 			if ts, err := time.Parse(time.RFC3339Nano, e.Timestamp); err == nil {
 				last = atOrAfter(ts, last)

@@ -89,10 +89,8 @@ func TestForkRunDynamo(t *testing.T) {
 			t.Fatalf("fork as stored: %+v", fork.Fork)
 		}
 		srcEvs, got := rawEvents(t, f, src.ID), rawEvents(t, f, id)
-		srcRunID, _ := json.Marshal(src.ID)
-		forkRunID, _ := json.Marshal(id)
 		for i := 0; i < 3; i++ {
-			if want := bytes.Replace(srcEvs[i], srcRunID, forkRunID, 1); !bytes.Equal(got[i], want) {
+			if want := asForkServes(t, srcEvs[i], src.ID, id); !bytes.Equal(got[i], want) {
 				t.Fatalf("event %d:\n fork   %s\n source %s", i, got[i], srcEvs[i])
 			}
 		}

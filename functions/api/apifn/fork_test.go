@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -276,10 +277,27 @@ func rawEvents(t *testing.T, f *fixture, runID string) []json.RawMessage {
 	return body.Events
 }
 
+// asForkServes is the event ev that run srcID serves as the run id serves
+// it in its fixed history: the same bytes under id's runId and with id's
+// own eventId for its sequence (TestForkEventIDsAreTheForksOwn).
+func asForkServes(t *testing.T, ev json.RawMessage, srcID, id string) json.RawMessage {
+	t.Helper()
+	var e struct {
+		Sequence int64 `json:"sequence"`
+	}
+	if err := json.Unmarshal(ev, &e); err != nil {
+		t.Fatal(err)
+	}
+	quote := func(s string) []byte { b, _ := json.Marshal(s); return b }
+	out := bytes.Replace(ev, quote(eventID(srcID, e.Sequence)), quote(eventID(id, e.Sequence)), 1)
+	return bytes.Replace(out, quote(srcID), quote(id), 1)
+}
+
 // TestForkRunPrefixIsByteEquivalent: the fork's events with sequence <
 // fromSeq are the source's, byte for byte as served (the runId, which
-// names the run read, aside), for every fork point of both modes; the
-// event at fromSeq is not inherited.
+// names the run read, and the eventId, which is the fork's own, aside),
+// for every fork point of both modes; the event at fromSeq is not
+// inherited.
 func TestForkRunPrefixIsByteEquivalent(t *testing.T) {
 	f := newFixture(t)
 	src := sourceRun(t, f, "acme", runs.StatusCompleted)
@@ -287,7 +305,6 @@ func TestForkRunPrefixIsByteEquivalent(t *testing.T) {
 	if len(srcEvs) != 10 {
 		t.Fatalf("source has %d events, want 10", len(srcEvs))
 	}
-	srcRunID, _ := json.Marshal(src.ID)
 	for _, mode := range []string{"replay", "branch"} {
 		for from := 1; from <= 9; from++ {
 			key := "k-prefix-" + mode + "-" + strings.Repeat("0", 12) + string(rune('a'+from))
@@ -296,14 +313,12 @@ func TestForkRunPrefixIsByteEquivalent(t *testing.T) {
 				t.Fatalf("%s from %d: %d %s", mode, from, r.StatusCode, r.Body)
 			}
 			forkID, _ := m["runId"].(string)
-			forkRunID, _ := json.Marshal(forkID)
 			got := rawEvents(t, f, forkID)
 			if len(got) != from {
 				t.Fatalf("%s from %d: the fork serves %d events before it runs, want %d (the prefix)", mode, from, len(got), from)
 			}
 			for i := 0; i < from; i++ {
-				want := bytes.Replace(srcEvs[i], srcRunID, forkRunID, 1)
-				if !bytes.Equal(got[i], want) {
+				if want := asForkServes(t, srcEvs[i], src.ID, forkID); !bytes.Equal(got[i], want) {
 					t.Fatalf("%s from %d: event %d differs:\n fork   %s\n source %s", mode, from, i, got[i], srcEvs[i])
 				}
 			}
@@ -350,7 +365,8 @@ func TestEffectSeamManifestMatchesItsSchema(t *testing.T) {
 }
 
 // TestForkOfAForkKeepsTheRecordedHistory: a fork of a fork serves the
-// fixed history the first fork inherited byte for byte, keeps the
+// fixed history the first fork inherited byte for byte (under its own
+// runId and eventIds), keeps the
 // original's recipe stamps for it, and records its ancestry (the first
 // fork, then the original) so each recorded execution is resolved under
 // the stamps it was recorded with.
@@ -365,13 +381,11 @@ func TestForkOfAForkKeepsTheRecordedHistory(t *testing.T) {
 	}
 	second, _ := m2["runId"].(string)
 	srcEvs, got := rawEvents(t, f, src.ID), rawEvents(t, f, second)
-	srcRunID, _ := json.Marshal(src.ID)
-	secondRunID, _ := json.Marshal(second)
 	if len(got) != 3 {
 		t.Fatalf("%d events, want the 3 of the prefix", len(got))
 	}
 	for i := range got {
-		if want := bytes.Replace(srcEvs[i], srcRunID, secondRunID, 1); !bytes.Equal(got[i], want) {
+		if want := asForkServes(t, srcEvs[i], src.ID, second); !bytes.Equal(got[i], want) {
 			t.Fatalf("event %d:\n fork of fork %s\n original     %s", i, got[i], srcEvs[i])
 		}
 	}
@@ -400,5 +414,44 @@ func TestSeqOf(t *testing.T) {
 		if got, err := seqOf(json.Number(in)); err == nil {
 			t.Errorf("seqOf(%s) = %d, want an error", in, got)
 		}
+	}
+}
+
+// TestForkEventIDsAreTheForksOwn: every event a fork serves has an eventId
+// of the fork's own, its fixed history's included, so no two events of a
+// source and its forks (a fork of a fork among them) share one: the run
+// event schema's eventId is globally unique, and the runs chapter counts
+// it among the run-scoped fields, with runId and timestamp. A consumer
+// keeping events by eventId keeps the fork's history beside the source's,
+// never one over the other. Failed before: a fork's inherited events
+// carried the source's eventIds.
+func TestForkEventIDsAreTheForksOwn(t *testing.T) {
+	f := newFixture(t)
+	src := sourceRun(t, f, "acme", runs.StatusCompleted)
+	_, m1 := f.fork(t, src.ID, "k-event-ids-first-fork-0001", `{"mode":"branch","fromSeq":5}`)
+	first, _ := m1["runId"].(string)
+	_, m2 := f.fork(t, first, "k-event-ids-second-fork-001", `{"mode":"replay","fromSeq":3}`)
+	second, _ := m2["runId"].(string)
+	if first == "" || second == "" {
+		t.Fatalf("forks not created: %v %v", m1, m2)
+	}
+	seen := map[string]string{}
+	for _, id := range []string{src.ID, first, second} {
+		for _, raw := range rawEvents(t, f, id) {
+			var e RunEvent
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatal(err)
+			}
+			if where, dup := seen[e.EventID]; dup {
+				t.Fatalf("eventId %s is served by %s (sequence %d) and by %s", e.EventID, id, e.Sequence, where)
+			}
+			seen[e.EventID] = fmt.Sprintf("%s (sequence %d)", id, e.Sequence)
+			if want := eventID(id, e.Sequence); e.EventID != want {
+				t.Fatalf("%s sequence %d: eventId %s, want the run's own %s", id, e.Sequence, e.EventID, want)
+			}
+		}
+	}
+	if len(seen) != 10+5+3 {
+		t.Fatalf("%d events, want 18 (10 of the source, the 5 and 3 of the forks' history)", len(seen))
 	}
 }

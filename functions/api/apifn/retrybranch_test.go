@@ -50,7 +50,7 @@ func retryOfFailedBranch(t *testing.T, s *replayRetryStack) {
 		var a, b map[string]any
 		_ = json.Unmarshal(srcEvs[i], &a)
 		_ = json.Unmarshal(got[i], &b)
-		if a["eventId"] != b["eventId"] || a["type"] != b["type"] || b["runId"] != retryID {
+		if b["eventId"] != eventID(retryID, int64(i)) || a["type"] != b["type"] || b["runId"] != retryID {
 			t.Fatalf("the retry's event %d: %s, the source's %s", i, got[i], srcEvs[i])
 		}
 	}

@@ -244,7 +244,7 @@ func retryOfFailedReplayFork(t *testing.T, s *replayRetryStack) (src, rep runs.R
 		var a, b map[string]any
 		_ = json.Unmarshal(srcEvs[i], &a)
 		_ = json.Unmarshal(retryEvs[i], &b)
-		if a["eventId"] != b["eventId"] || a["type"] != b["type"] || b["runId"] != retryID {
+		if b["eventId"] != eventID(retryID, int64(i)) || a["type"] != b["type"] || b["runId"] != retryID {
 			t.Fatalf("the retry's event %d: %s, the source's %s", i, retryEvs[i], srcEvs[i])
 		}
 	}

@@ -35,7 +35,8 @@ type Fork struct {
 	FromSeq int64 `json:"fromSeq"`
 	// Inherited holds the source's events with sequence < FromSeq, copied
 	// verbatim (eventId, type, nodeId, payload and timestamp as the source
-	// served them); the fork's log serves them under its own runId.
+	// served them); the fork's log serves them under its own runId, each
+	// with an eventId of the fork's own (the kept eventId is the source's).
 	Inherited []InheritedEvent `json:"inherited,omitempty"`
 	// BranchStamps are the host's selected recipes at fork time: the
 	// identities of the fork's NEW effects (branch work) are derived under
