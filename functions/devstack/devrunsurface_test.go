@@ -306,8 +306,8 @@ func (su *surface) readSSE(id, query, lastEventID string) (ids []int64, types []
 // event once in order and closing by itself after run.cancelled (and a
 // values stream's snapshots, ids rising, the last the cancelled run's), the
 // Last-Event-ID and afterSequence cursors at and past the end, another tenant's read refused, and a fork's prefix the
-// source's with its inherited run.paused folded as a no-op: the fork
-// executes, never paused.
+// source's (under the fork's own runId and eventIds) with its inherited
+// run.paused folded as a no-op: the fork executes, never paused.
 func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
 	// Moto (its stream drives the executor) and dynalite (no stream: dev's
 	// own feed does); DynamoDB Local drives it as moto does.
@@ -494,8 +494,15 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 				var src, got map[string]any
 				_ = json.Unmarshal(a.raw[i], &src)
 				_ = json.Unmarshal(fa.raw[i], &got)
-				delete(src, "runId")
-				delete(got, "runId")
+				// The fork's own runId and eventId (RED_TEAM 620): an
+				// eventId is never the source's.
+				if got["eventId"] == src["eventId"] {
+					t.Fatalf("%s fork at %d: event %d has the source's eventId %v", mode, from, i, src["eventId"])
+				}
+				for _, k := range []string{"runId", "eventId"} {
+					delete(src, k)
+					delete(got, k)
+				}
 				sb, _ := json.Marshal(src)
 				gb, _ := json.Marshal(got)
 				if string(sb) != string(gb) {
