@@ -8,6 +8,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
@@ -138,3 +141,78 @@ func TestSQSSnippetHasDeadLetterQueue(t *testing.T) {
 		})
 	}
 }
+
+// TestReplicaStackReadsTheHomesCrossRegion: the home stack tags its
+// FenceTable with its CrossRegion (kit.TagCrossRegion), and a replica-region
+// stack gives its api and executor that table's ARN (HOME_FENCE_TABLE_ARN)
+// and the one action that reads the tag on it, so each refuses to start
+// under another CrossRegion than the home's (RED_TEAM 600). A home-region
+// stack reads no tag and is granted none. Before, no stack could see the
+// home's posture, and a replica deployed with another one served.
+func TestReplicaStackReadsTheHomesCrossRegion(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	found := false
+	for _, tg := range sequence(get(get(tp.resources["FenceTable"], "Properties"), "Tags")) {
+		if get(tg, "Key").Value == kit.TagCrossRegion {
+			found = true
+			if v := get(tg, "Value"); v.Tag != "!Ref" || v.Value != "CrossRegion" {
+				t.Errorf("FenceTable's %s tag is %s %q, want !Ref CrossRegion", kit.TagCrossRegion, v.Tag, v.Value)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("FenceTable carries no %s tag", kit.TagCrossRegion)
+	}
+	const homeFence = "arn:${AWS::Partition}:dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingFenceTable}"
+	home := map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1"}
+	for _, posture := range []string{"fenced-effects", "reconciled-records"} {
+		replica := map[string]string{"CrossRegion": posture, "HomeRegion": "eu-west-1",
+			"ExistingIdempotencyTable": "idem", "ExistingEffectsTable": "effects", "ExistingFenceTable": "fence", "ExistingRunsTable": "runs",
+			"ExistingIdempotencyStreamLabel": "2026-01-01T00:00:00.000", "ExistingEffectsStreamLabel": "2026-01-01T00:00:00.000"}
+		for fn, role := range map[string]string{"ApiFunction": "ApiRole", "ExecutorFunction": "ExecutorRole"} {
+			for name, params := range map[string]map[string]string{"home": home, posture + " replica": replica} {
+				env := get(get(get(tp.resolveIfs(t, tp.resources[fn], params), "Properties"), "Environment"), "Variables")
+				v := get(env, settings.EnvHomeFenceTableARN)
+				var tagged []*yaml.Node
+				walkStatements(tp.resolveIfs(t, get(tp.resources[role], "Properties"), params), func(act, res *yaml.Node) {
+					for _, a := range yamlScalarsOf(act) {
+						if a.Value == "dynamodb:ListTagsOfResource" {
+							tagged = append(tagged, res)
+						}
+					}
+				})
+				if name == "home" {
+					if v != nil && v.Value != "" {
+						t.Errorf("%s, %s stack: %s = %q, want empty", fn, name, settings.EnvHomeFenceTableARN, v.Value)
+					}
+					if len(tagged) > 0 {
+						t.Errorf("%s, %s stack: dynamodb:ListTagsOfResource granted", role, name)
+					}
+					continue
+				}
+				if v == nil || v.Tag != "!Sub" || v.Value != homeFence {
+					t.Errorf("%s, %s stack: %s is %v, want !Sub %q", fn, name, settings.EnvHomeFenceTableARN, v, homeFence)
+				}
+				if len(tagged) != 1 || tagged[0].Tag != "!Sub" || tagged[0].Value != homeFence {
+					t.Errorf("%s, %s stack: dynamodb:ListTagsOfResource granted on %d resources, want exactly the home fence table (!Sub %q)", role, name, len(tagged), homeFence)
+				}
+			}
+		}
+	}
+}
+
+// walkStatements calls f with the Action and Resource of every IAM
+// statement under n.
+func walkStatements(n *yaml.Node, f func(act, res *yaml.Node)) {
+	if n == nil {
+		return
+	}
+	if act, res := get(n, "Action"), get(n, "Resource"); act != nil && res != nil {
+		f(act, res)
+		return
+	}
+	for _, c := range n.Content {
+		walkStatements(c, f)
+	}
+}
+

@@ -221,6 +221,10 @@ func (u *tableUse) record(op string, in any) {
 				u.add("GetItem", it.Get.TableName, "")
 			}
 		}
+	case *dynamodb.ListTagsOfResourceInput:
+		// The table's ARN: its name is what follows "table/".
+		_, name, _ := strings.Cut(aws.ToString(p.ResourceArn), ":table/")
+		u.add("ListTagsOfResource", aws.String(name), "")
 	default:
 		u.add(op, nil, "") // an operation this check does not map: never granted
 	}
@@ -291,7 +295,9 @@ func checkAllUsed(t *testing.T, role string, u *tableUse, table string) {
 // has DynamoDB grants, and no role reaches another function's tables.
 func TestRoleGrantsParse(t *testing.T) {
 	want := map[string][]string{
-		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable"},
+		// ApiRole's FenceTable grant is dynamodb:ListTagsOfResource alone,
+		// in a replica stack (TestApiReadsOnlyTheFenceTablesTags).
+		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable", "FenceTable"},
 		"AuthorizerRole": {"ApiKeysTable"},
 		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable", "ApiKeysTable"},
 		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable", "EffectsTable"},
@@ -331,6 +337,17 @@ func TestRoleGrantsParse(t *testing.T) {
 					t.Errorf("%s may write: %s", role, k)
 				}
 			}
+		}
+	}
+}
+
+// TestApiReadsOnlyTheFenceTablesTags: the api function's one grant on
+// FenceTable is the read of its tags (the home stack's CrossRegion, read at
+// a replica stack's start-up, RED_TEAM 600): it takes no fencing token.
+func TestApiReadsOnlyTheFenceTablesTags(t *testing.T) {
+	for g := range roleGrants(t, "ApiRole") {
+		if a, tb, _ := strings.Cut(g, " "); tb == "FenceTable" && a != "dynamodb:ListTagsOfResource" {
+			t.Errorf("ApiRole grants %q", g)
 		}
 	}
 }

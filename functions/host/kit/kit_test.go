@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/ledger/identity"
@@ -21,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
@@ -212,7 +214,9 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 			t.Fatalf("enforced create %d: %d %s, want %d", i, r.StatusCode, r.Body, want)
 		}
 	}
-	checkGranted(t, "ApiRole", apiUse, "IdempotencyTable", "RunsTable", "EffectsTable", "EffectsTable/index/byRun")
+	// FenceTable: its tags only, at a replica stack's start-up
+	// (TestHomeCrossRegionCheckIsGranted).
+	checkGranted(t, "ApiRole", apiUse, "IdempotencyTable", "RunsTable", "EffectsTable", "EffectsTable/index/byRun", "FenceTable")
 	// Every write to the runs table was made (create, scoped create,
 	// cancel, reads): each action granted on it is needed.
 	checkAllUsed(t, "ApiRole", apiUse, "RunsTable")
@@ -431,4 +435,36 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestHomeCrossRegionCheckIsGranted: the start-up read of the home stack's
+// CrossRegion (the tag of its FenceTable, RED_TEAM 600) calls, against
+// moto, only what the api's and the executor's roles grant on that table,
+// and finds a tag the table carries.
+func TestHomeCrossRegionCheckIsGranted(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	fence := e.CreateTable(t, "FenceTable")
+	ctx := context.Background()
+	arn := "arn:aws:dynamodb:" + e.Region + ":123456789012:table/" + fence
+	if _, err := e.Client().TagResource(ctx, &dynamodb.TagResourceInput{ResourceArn: aws.String(arn),
+		Tags: []types.Tag{{Key: aws.String(kit.TagCrossRegion), Value: aws.String(settings.CrossRegionFenced)}}}); err != nil {
+		t.Fatal(err)
+	}
+	env := settings.Env{CrossRegion: settings.CrossRegionReconciled, FenceTable: fence, FenceTableRegion: e.Region, HomeFenceTableARN: arn}
+	use := newTableUse(map[string]string{"FenceTable": fence})
+	warnings, err := kit.CheckHomeCrossRegion(ctx, e.Client(use.Middleware()), env)
+	if err == nil || !errors.Is(err, kit.ErrConfig) {
+		t.Fatalf("warnings %q, err %v: want the posture refused", warnings, err)
+	}
+	for _, role := range []string{"ApiRole", "ExecutorRole"} {
+		granted := roleGrants(t, role)
+		for k := range use.used {
+			if !granted[k] {
+				t.Errorf("%s: the check calls %q, which template.yaml does not grant", role, k)
+			}
+		}
+	}
+	if use.used["dynamodb:ListTagsOfResource FenceTable"] != 1 {
+		t.Errorf("calls %v: want one ListTagsOfResource of the fence table", use.used)
+	}
 }

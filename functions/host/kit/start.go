@@ -51,7 +51,9 @@ func Begin(name string) *Start {
 
 // Boot is the start-up of the function name: Begin, then the settings
 // (settings.LoadEnv, then the required variables), the DynamoDB client and
-// an EMF recorder on stdout (namespace METRICS_NAMESPACE). It never
+// an EMF recorder on stdout (namespace METRICS_NAMESPACE), and in a
+// replica-region stack the home stack's CrossRegion, checked against this
+// one's (HOME_FENCE_TABLE_ARN; checkHomeCrossRegion). It never
 // returns on failure: the error is logged under the function's name and
 // the process exits 1, which Lambda reports as an init error.
 func Boot(name string, required ...string) *Start {
@@ -66,6 +68,11 @@ func Boot(name string, required ...string) *Start {
 	boot.Trace("settings")
 	client, err := NewDynamoClient(context.Background(), env.DynamoDBEndpoint)
 	s.Must("aws", err)
+	// A replica-region stack under another CrossRegion than the home
+	// stack's stops here (RED_TEAM 600).
+	warnings, err := homeCrossRegion(client, env)
+	s.Must("cross-region", err)
+	s.Warn(warnings)
 	s.Env, s.Client = env, client
 	return s
 }

@@ -40,6 +40,7 @@ const (
 	EnvIdempotencyTableRegion = "IDEMPOTENCY_TABLE_REGION" // IdempotencyTable's home region (fenced-effects only)
 	EnvRunsTableRegion        = "RUNS_TABLE_REGION"        // the home region whose RunsTable holds every run (fenced-effects replica api only)
 	EnvReplicationLagBound    = "REPLICATION_LAG_BOUND_MS" // multiRegion.replicationLagBoundMs
+	EnvHomeFenceTableARN      = "HOME_FENCE_TABLE_ARN"     // replica-region stacks: the home stack's FenceTable, tagged with its CrossRegion
 )
 
 // Env is the functions' configuration, read from the environment by
@@ -96,6 +97,14 @@ type Env struct {
 	// the home region (FENCE_TABLE_REGION). Default "": the local table (a
 	// home-region stack, and every executor).
 	RunsTableRegion string
+	// HomeFenceTableARN: HOME_FENCE_TABLE_ARN, the ARN of the home
+	// stack's FenceTable, set in a replica-region stack's api and executor
+	// only. The home stack tags that table with its CrossRegion, and
+	// kit.Boot reads the tag at start-up: a replica under another
+	// CrossRegion than the home's stops (RED_TEAM 600). It must name
+	// FENCE_TABLE in FENCE_TABLE_REGION. Default "": nothing is read (a
+	// home-region stack, `idemkit dev`).
+	HomeFenceTableARN string
 	// ReplicationLagBoundMs: REPLICATION_LAG_BOUND_MS, advertised
 	// as capabilities idempotency.multiRegion.replicationLagBoundMs under
 	// fenced-effects (see CapabilitiesDoc for what it does and does not

@@ -123,3 +123,34 @@ func TestFencedEffectsNeedsFenceTableRegion(t *testing.T) {
 		}
 	}
 }
+
+// HOME_FENCE_TABLE_ARN (a replica-region stack's api and executor: the
+// home stack's fence table, whose tag of the home's CrossRegion is read at
+// start-up, RED_TEAM 600) is a DynamoDB table's ARN naming FENCE_TABLE in
+// FENCE_TABLE_REGION.
+func TestLoadEnvHomeFenceTableARN(t *testing.T) {
+	const arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/home-FenceTable-1"
+	replica := func(kv ...string) map[string]string {
+		m := map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvFenceTable: "home-FenceTable-1", EnvFenceTableRegion: "eu-west-1"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: map[string]string{}, want: ""},
+		{env: replica(EnvHomeFenceTableARN, arn), want: arn},
+		{env: replica(EnvHomeFenceTableARN, "arn:aws-us-gov:dynamodb:us-gov-west-1:123456789012:table/f.x_y-z", EnvFenceTable, "f.x_y-z", EnvFenceTableRegion, "us-gov-west-1"), want: "arn:aws-us-gov:dynamodb:us-gov-west-1:123456789012:table/f.x_y-z"},
+		{env: replica(EnvHomeFenceTableARN, "home-FenceTable-1"), err: EnvHomeFenceTableARN},
+		{env: replica(EnvHomeFenceTableARN, "arn:aws:dynamodb:eu-west-1:123456789012:table/*"), err: EnvHomeFenceTableARN},
+		{env: replica(EnvHomeFenceTableARN, "arn:aws:s3:eu-west-1:123456789012:table/home-FenceTable-1"), err: EnvHomeFenceTableARN},
+		{env: replica(EnvHomeFenceTableARN, "arn:aws:dynamodb:us-east-1:123456789012:table/home-FenceTable-1"), err: EnvFenceTableRegion},
+		{env: replica(EnvHomeFenceTableARN, "arn:aws:dynamodb:eu-west-1:123456789012:table/other"), err: EnvFenceTable},
+	} {
+		checkRegion(t, tc.env, tc.want, tc.err, func(e Env) string { return e.HomeFenceTableARN })
+	}
+}

@@ -144,6 +144,14 @@ var Settings = []Setting{
 		set: region(func(e *Env) *string { return &e.IdempotencyTableRegion })},
 	{Name: EnvRunsTableRegion, DefaultDoc: "unset: the local table", Doc: "home region whose `RUNS_TABLE` holds every run (`fenced-effects` replica stacks' api only: a run is read in every region at once)", Functions: []string{"Api"},
 		set: region(func(e *Env) *string { return &e.RunsTableRegion })},
+	{Name: EnvHomeFenceTableARN, DefaultDoc: "unset: nothing is read", Doc: "replica-region stacks only: the ARN of the home stack's fence table (`FENCE_TABLE` in `FENCE_TABLE_REGION`), whose `idemkit:cross-region` tag holds the home stack's `CrossRegion`; it is read at every cold start, and a function whose `CROSS_REGION` differs stops there. A tag missing (a home stack deployed before the tag) or unreadable is a configuration warning", Functions: []string{"Api", "Executor"},
+		set: func(e *Env, v string) error {
+			e.HomeFenceTableARN = v
+			if !tableARNRE.MatchString(v) {
+				return errors.New("want a DynamoDB table's ARN such as arn:aws:dynamodb:eu-west-1:123456789012:table/NAME")
+			}
+			return nil
+		}},
 	{Name: EnvReplicationLagBound, Default: strconv.Itoa(DefaultReplicationLagBoundMs), Min: 0, Max: maxReplicationLagBoundMs, Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
 		Unit: "whole milliseconds", num: func(e *Env, n int) { e.ReplicationLagBoundMs = n }},
 	{Name: EnvStreamMaxRetries, Default: "10", Min: 0, Max: 100, Dev: "5", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run). At most 100: each failed try adds its message (at most 512 bytes) to the run's item, and the largest run with 101 of them and its end stays within DynamoDB's 400 KB item limit. `idemkit dev` counts only the failures it could record on the run, and retries for `STREAM_RETRY_SECONDS` whatever the count", Functions: []string{"Executor"},
@@ -282,6 +290,14 @@ func (e *Env) between() []string {
 		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep Layer 1 on the local replica)", EnvIdempotencyTableRegion, EnvCrossRegion))
 	case e.FenceTableRegion != "" && e.IdempotencyTableRegion != e.FenceTableRegion:
 		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvIdempotencyTableRegion, e.IdempotencyTableRegion, EnvFenceTableRegion, e.FenceTableRegion))
+	}
+	if m := tableARNRE.FindStringSubmatch(e.HomeFenceTableARN); m != nil {
+		if m[1] != e.FenceTableRegion {
+			p = append(p, fmt.Sprintf("%s=%q is in %q, and %s=%q: the home stack's fence table is the one every region calls", EnvHomeFenceTableARN, e.HomeFenceTableARN, m[1], EnvFenceTableRegion, e.FenceTableRegion))
+		}
+		if m[2] != e.FenceTable {
+			p = append(p, fmt.Sprintf("%s=%q names table %q, and %s=%q: the home stack's fence table is the one every region calls", EnvHomeFenceTableARN, e.HomeFenceTableARN, m[2], EnvFenceTable, e.FenceTable))
+		}
 	}
 	switch {
 	case e.RunsTableRegion == "" || !validRegion(e.RunsTableRegion):

@@ -1,0 +1,4 @@
+package kit
+
+// CheckHomeCrossRegion is checkHomeCrossRegion, for the external tests.
+var CheckHomeCrossRegion = checkHomeCrossRegion
