@@ -3,6 +3,7 @@ package idemkit_test
 import (
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -216,3 +217,42 @@ func walkStatements(n *yaml.Node, f func(act, res *yaml.Node)) {
 	}
 }
 
+// TestNumberParametersAreNotComparedAsText: no condition compares a Number
+// parameter with !Equals, which compares the text as given: with
+// `ApiReservedConcurrency` a Number, "00", "-0" or "+0" passed MinValue 0,
+// were not "0", so the stack reserved them, and Lambda throttled every
+// invocation of an api function reserved zero, where the description
+// promised "0 - no reservation" (RED_TEAM 601). Such a parameter is a
+// String whose pattern admits one spelling of each value.
+func TestNumberParametersAreNotComparedAsText(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Tag == "!Equals" {
+			for _, c := range n.Content {
+				if c.Tag == "!Ref" && tp.params[c.Value] != nil && get(tp.params[c.Value], "Type").Value == "Number" {
+					t.Errorf("line %d: !Equals compares the Number parameter %s as text", n.Line, c.Value)
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(tp.root)
+	p := tp.params["ApiReservedConcurrency"]
+	pat := get(p, "AllowedPattern")
+	if pat == nil {
+		t.Fatal("ApiReservedConcurrency has no AllowedPattern")
+	}
+	if d := get(p, "Default"); d == nil || d.Value != "0" {
+		t.Errorf("ApiReservedConcurrency's default is %v, want 0 (no reservation)", d)
+	}
+	re := regexp.MustCompile(pat.Value)
+	for v, want := range map[string]bool{"0": true, "1": true, "50": true, "1000": true, "99999": true,
+		"00": false, "-0": false, "+0": false, "0.0": false, "1.5": false, "1e2": false, " 0": false, "": false, "-1": false, "01": false} {
+		if re.MatchString(v) != want {
+			t.Errorf("ApiReservedConcurrency=%q deploys: %v, want %v", v, !want, want)
+		}
+	}
+}

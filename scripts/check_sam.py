@@ -42,6 +42,7 @@ variant (parameter defaults replaced), STRONG included.
 """
 import json
 import os
+import re
 import sys
 
 from samtranslator.translator.transform import transform
@@ -122,9 +123,12 @@ def check(path):
         p = params.get(name, {})
         if p.get("Type") != "Number" or "Default" not in p or float(p.get("MinValue", 0)) < 1:
             problems.append(f"{name}: want a Number parameter with a default and MinValue at least 1")
+    # A String of digits, one spelling per value: the condition below
+    # compares its text with "0", which a Number's "00" or "-0" is not
+    # (they would reserve 0 executions, stopping the function).
     p = params.get("ApiReservedConcurrency", {})
-    if p.get("Type") != "Number" or "Default" not in p or float(p.get("MinValue", -1)) != 0:
-        problems.append("ApiReservedConcurrency: want a Number parameter with a default and MinValue 0 (no reservation)")
+    if p.get("Type") != "String" or p.get("AllowedPattern") != "^(0|[1-9][0-9]{0,5})$" or not re.fullmatch("0|[1-9][0-9]{0,5}", str(p.get("Default", ""))):
+        problems.append("ApiReservedConcurrency: want a String parameter with AllowedPattern ^(0|[1-9][0-9]{0,5})$ (digits, no leading zero) and a default it matches (0: no reservation)")
     cond = tmpl.get("Conditions", {}).get("ApiReservesConcurrency")
     if cond != {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, "0"]}]}:
         problems.append("Conditions: want ApiReservesConcurrency, true when ApiReservedConcurrency is not 0")
