@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,5 +139,48 @@ func TestContextEndedBeforeTheCallFiresNothing(t *testing.T) {
 				t.Fatalf("the next Do: %+v %v, sent %d; want it fired at once, once", r, err, sent.Load())
 			}
 		})
+	}
+}
+
+// hungClaim is a store whose claims never answer until their call's
+// context ends; entered is closed when the first one is on the way.
+type hungClaim struct {
+	ledger.Store
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (s *hungClaim) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	s.once.Do(func() { close(s.entered) })
+	<-ctx.Done()
+	return false, nil, ctx.Err()
+}
+
+// A claim's store call outlives its caller's cancellation (it is given
+// back after it landed, RED_TEAM 580), but not without bound: a store that
+// never answers is given Config.OutcomeTimeout once the caller went away,
+// and Do returns, nothing called.
+func TestClaimOfAGoneCallerIsBoundedByTheOutcomeTimeout(t *testing.T) {
+	st := &hungClaim{Store: memstore.New(), entered: make(chan struct{})}
+	l, err := ledger.New(ledger.Config{Store: st, Wait: -1, OutcomeTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "hung-claim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-st.entered
+		cancel()
+	}()
+	called := false
+	_, err = l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) {
+		called = true
+		return nil, nil
+	})
+	if err == nil || called {
+		t.Fatalf("Do: %v, called %t; want an error, nothing called", err, called)
 	}
 }

@@ -209,7 +209,11 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     such an attempt (claimed, no fire mark) is released;
 //   - an executor whose ctx is done right after its claim (or, with a
 //     Fencer, its fire mark) knows it did not call fn: it gives the claim
-//     back (the attempt is released, unfired) and returns ctx's error;
+//     back (the attempt is released, unfired) and returns ctx's error. The
+//     claim's (or reclaim's) store call is not cut by ctx's cancellation
+//     (its deadline is kept): it waits for its answer, at most
+//     Config.OutcomeTimeout once ctx ended, so that the claim is given
+//     back after it landed, never before;
 //   - the outcome of fn is recorded even when ctx ended while fn ran (the
 //     effect ran): that write, and the release of a claim whose fn was not
 //     called, are detached from ctx and bounded by Config.OutcomeTimeout,
@@ -355,7 +359,9 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 		now := l.now()
 		if cur == nil || !cur.Live(now) {
 			rec := l.newEffectRecord(eff, key, token, now)
-			won, c, err := st.Create(ctx, rec, now)
+			cctx, ended := l.claimCall(ctx)
+			won, c, err := st.Create(cctx, rec, now)
+			ended()
 			if err != nil {
 				// The claim may have landed with its answer lost: give
 				// it back unfired (a no-op when it did not land).
@@ -429,7 +435,9 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 		}
 		next, escaped := l.reclaimRecord(cur, eff, token, now)
 		want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
-		ok, c, err := st.Replace(ctx, next, want, now)
+		cctx, ended := l.claimCall(ctx)
+		ok, c, err := st.Replace(cctx, next, want, now)
+		ended()
 		if err != nil {
 			l.release(ctx, next) // as after a failed claim
 			return Result{}, err
