@@ -230,7 +230,8 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     lease last written would end before the next tick (fn's context
 //     ends before that lease does; an error fn then returns is not
 //     recorded, Do returns ErrLeaseLost and the attempt is reclaimed as
-//     escaped after its lease; a success fn still returns is recorded under
+//     escaped after its lease, except NotSent, recorded as ever: the
+//     attempt released; a success fn still returns is recorded under
 //     the same fence as every outcome, and Do returns it unless that write
 //     is refused or fails);
 //   - every write after the claim also extends the record's retention to
@@ -838,11 +839,18 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	if call.recording() {
 		call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
 	}
-	if gaveUp && (ferr != nil || out.relayed) {
+	if gaveUp && (ferr != nil || out.relayed) && !errors.Is(ferr, ErrNotSent) {
 		// The heartbeat's renewals failed until the lease could end: fn's
 		// context was cancelled with ErrLeaseLost, and an error it then
 		// returns is not recorded (an error caused by that cancellation
-		// must not become a recorded failure). The attempt stays firing,
+		// must not become a recorded failure). Except NotSent: fn says
+		// the request never left (e.g. it was still waiting to send, or
+		// its fence pass was refused), so the attempt is released below,
+		// fenced as every outcome, and the next attempt fires at once
+		// (under a fence, reopening the pass its token may hold); left
+		// firing, it would be reclaimed as escaped, and under a fence
+		// every later attempt refused by that pass (RED_TEAM 581). The
+		// attempt stays firing,
 		// as after a refused renewal; once its lease ends the next
 		// executor reclaims it as escaped and reuses the provider key.
 		// A success is recorded below, under the same fence as every

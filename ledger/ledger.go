@@ -95,7 +95,9 @@ type Config struct {
 	// lease ends. An error the function then returns is not recorded: Do
 	// returns ErrLeaseLost, and the attempt stays firing, as after a
 	// refused renewal; once its lease ends, the next executor reclaims it
-	// as escaped and fires with the same provider key. A success it still
+	// as escaped and fires with the same provider key. An error wrapping
+	// ErrNotSent (the request never left) is the exception: it is
+	// recorded as ever, the attempt released, and Do returns it. A success it still
 	// returns is recorded, fenced as every outcome (the effect fired, and
 	// the record keeps others from firing it again); Do then returns it,
 	// or ErrLeaseLost when the write is refused (another executor reclaimed
