@@ -233,7 +233,9 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     escaped after its lease, except NotSent, recorded as ever: the
 //     attempt released; a success fn still returns is recorded under
 //     the same fence as every outcome, and Do returns it unless that write
-//     is refused or fails);
+//     is refused or fails; refused because the attempt was reclaimed, a
+//     success is still recorded when the fence proves that no other
+//     attempt passed since, see strandedSuccess);
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
 //     point of no return and the outcome (which would let a later claim
@@ -477,6 +479,14 @@ func checkMatch(cur *Record, eff Effect) error {
 
 func replay(cur *Record) (Result, error) {
 	r := Result{EffectID: cur.EffectID, ProviderKey: cur.ProviderKey, Replayed: true, Attempt: cur.Attempt}
+	for i := len(cur.Attempts) - 1; i >= 0; i-- {
+		// The attempt that produced the outcome: the last one, unless
+		// attempts refused by its fence pass followed it (RED_TEAM 582).
+		if cur.Attempts[i].State == AttemptCompleted {
+			r.Attempt = cur.Attempts[i].N
+			break
+		}
+	}
 	o := cur.Outcome
 	if o == nil {
 		return r, fmt.Errorf("ledger: effect %s is completed without an outcome", cur.EffectID)
@@ -936,12 +946,27 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 			wctx.deadline = end
 		}
 	}
-	ok, _, err := st.Replace(wctx, done, own, now)
+	ok, cur, err := st.Replace(wctx, done, own, now)
 	wctx.release()
+	if !ok && err == nil && ferr == nil && !out.relayed {
+		if won := strandedSuccess(done, cur, now, l.extend); won != nil {
+			// Reclaimed after this attempt passed the fence, and refused
+			// by its pass: this success is the effect's outcome.
+			sctx := l.detached(ctx)
+			ok, _, err = st.Replace(sctx, won, Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State}, now)
+			sctx.release()
+			if err != nil || !ok {
+				// Refused (the record moved on) or failed: as before,
+				// not recorded by this attempt.
+				ok, err = false, nil
+			}
+		}
+	}
 	switch {
 	case err != nil && gaveUp:
-		// A success after the heartbeat gave up, unrecorded: as when the
-		// heartbeat gives up, the attempt stays firing for a reclaim.
+		// An outcome after the heartbeat gave up (a success, or NotSent),
+		// unrecorded: as when the heartbeat gives up, the attempt stays
+		// firing for a reclaim.
 		record.end(done.Attempt, "error", err)
 		return res, errors.Join(ErrLeaseLost, &unrecordedError{effectID: rec.EffectID, err: err})
 	case err != nil:
@@ -952,8 +977,10 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		record.end(done.Attempt, "error", err)
 		return res, &unrecordedError{effectID: rec.EffectID, verdict: verdict(ferr), err: err}
 	case !ok:
-		// Another executor reclaimed the attempt: the record holds its
-		// outcome, not this one's, which the caller must not act on.
+		// Another executor reclaimed the attempt (and, for a success,
+		// the fence does not prove it the effect's outcome, see
+		// strandedSuccess): the record holds its outcome, not this
+		// one's, which the caller must not act on.
 		record.end(done.Attempt, "lease-lost", nil)
 		return res, notRecorded(rec.EffectID, ferr)
 	}
@@ -967,6 +994,43 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		l.count(MetricEscaped, identity.KindEffect, rec.Keying)
 	}
 	return res, retErr
+}
+
+// strandedSuccess returns the record that writes done, a success whose
+// own outcome write was refused, over cur, the record that refused it,
+// when the fence proves that no other attempt passed since (RED_TEAM
+// 582): cur is the same live record (created when done's was), released,
+// still at done's fencing token (no later fire mark wrote another), done's
+// attempt in it escaped (reclaimed after its lease ran out) and every
+// attempt after it unfired and no operator's (each refused by the pass
+// done's token holds, or given back before its point of no return). The
+// success is then the effect's outcome: done's attempt is completed,
+// the later ones stay released, and the owner token and attempt number
+// are cur's (the write is conditional on them and on its state, as a
+// reclaim is). Otherwise nil: without a fence, or once the fence let
+// another attempt through (a resolution reopened it), the record is not
+// this attempt's to settle.
+func strandedSuccess(done, cur *Record, now time.Time, extend func(exp, now time.Time) time.Time) *Record {
+	i := done.Attempt - 1
+	if done.Fence == 0 || cur == nil || !cur.Live(now) || cur.State != StateReleased || cur.Fence != done.Fence ||
+		!cur.CreatedAt.Equal(done.CreatedAt) || i < 0 || i >= len(cur.Attempts) {
+		return nil
+	}
+	if a := cur.Attempts[i]; a.N != done.Attempt || a.State != AttemptEscaped || !a.Fired {
+		return nil
+	}
+	for _, a := range cur.Attempts[i+1:] {
+		if a.Fired || a.Operator != "" {
+			return nil
+		}
+	}
+	won := cur.Clone()
+	won.State, won.Outcome, won.UpdatedAt = StateCompleted, done.Outcome, now
+	won.NotBefore = time.Time{}
+	won.ExpiresAt = extend(won.ExpiresAt, now)
+	a := &won.Attempts[i]
+	a.State, a.At = AttemptCompleted, now
+	return won
 }
 
 // maxMessage is the most bytes of a failure's message a record keeps.
