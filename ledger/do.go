@@ -235,7 +235,7 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     the same fence as every outcome, and Do returns it unless that write
 //     is refused or fails; refused because the attempt was reclaimed, a
 //     success is still recorded when the fence proves that no other
-//     attempt passed since, see strandedSuccess);
+//     attempt passed since, see strandedOutcome);
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
 //     point of no return and the outcome (which would let a later claim
@@ -948,10 +948,12 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	}
 	ok, cur, err := st.Replace(wctx, done, own, now)
 	wctx.release()
-	if !ok && err == nil && ferr == nil && !out.relayed {
-		if won := strandedSuccess(done, cur, now, l.extend); won != nil {
+	if !ok && err == nil && (ferr == nil && !out.relayed || errors.Is(ferr, ErrNotSent)) {
+		if won := strandedOutcome(done, cur, now, l.extend); won != nil {
 			// Reclaimed after this attempt passed the fence, and refused
-			// by its pass: this success is the effect's outcome.
+			// by its pass: this success is the effect's outcome, or this
+			// attempt's request never left (NotSent), so the next one may
+			// reopen its pass.
 			sctx := l.detached(ctx)
 			ok, _, err = st.Replace(sctx, won, Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State}, now)
 			sctx.release()
@@ -979,7 +981,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	case !ok:
 		// Another executor reclaimed the attempt (and, for a success,
 		// the fence does not prove it the effect's outcome, see
-		// strandedSuccess): the record holds its outcome, not this
+		// strandedOutcome): the record holds its outcome, not this
 		// one's, which the caller must not act on.
 		record.end(done.Attempt, "lease-lost", nil)
 		return res, notRecorded(rec.EffectID, ferr)
@@ -996,21 +998,23 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	return res, retErr
 }
 
-// strandedSuccess returns the record that writes done, a success whose
-// own outcome write was refused, over cur, the record that refused it,
-// when the fence proves that no other attempt passed since (RED_TEAM
-// 582): cur is the same live record (created when done's was), released,
+// strandedOutcome returns the record that writes done, a success (or a
+// NotSent) whose own outcome write was refused, over cur, the record that
+// refused it, when the fence proves that no other attempt passed since
+// (RED_TEAM 582): cur is the same live record (created when done's was), released,
 // still at done's fencing token (no later fire mark wrote another), done's
 // attempt in it escaped (reclaimed after its lease ran out) and every
 // attempt after it unfired and no operator's (each refused by the pass
-// done's token holds, or given back before its point of no return). The
-// success is then the effect's outcome: done's attempt is completed,
-// the later ones stay released, and the owner token and attempt number
-// are cur's (the write is conditional on them and on its state, as a
-// reclaim is). Otherwise nil: without a fence, or once the fence let
-// another attempt through (a resolution reopened it), the record is not
-// this attempt's to settle.
-func strandedSuccess(done, cur *Record, now time.Time, extend func(exp, now time.Time) time.Time) *Record {
+// done's token holds, or given back before its point of no return). A
+// success is then the effect's outcome: done's attempt is completed, the
+// later ones stay released. A NotSent is recorded as done's attempt
+// released, unsent, as its own write would have: the next attempt then
+// reopens the pass of its token (reopenUnsent) instead of being refused
+// by it. The owner token and attempt number are cur's (the write is
+// conditional on them and on its state, as a reclaim is). Otherwise nil:
+// without a fence, or once the fence let another attempt through (a
+// resolution reopened it), the record is not this attempt's to settle.
+func strandedOutcome(done, cur *Record, now time.Time, extend func(exp, now time.Time) time.Time) *Record {
 	i := done.Attempt - 1
 	if done.Fence == 0 || cur == nil || !cur.Live(now) || cur.State != StateReleased || cur.Fence != done.Fence ||
 		!cur.CreatedAt.Equal(done.CreatedAt) || i < 0 || i >= len(cur.Attempts) {
@@ -1025,11 +1029,21 @@ func strandedSuccess(done, cur *Record, now time.Time, extend func(exp, now time
 		}
 	}
 	won := cur.Clone()
-	won.State, won.Outcome, won.UpdatedAt = StateCompleted, done.Outcome, now
-	won.NotBefore = time.Time{}
-	won.ExpiresAt = extend(won.ExpiresAt, now)
+	won.UpdatedAt, won.ExpiresAt = now, extend(won.ExpiresAt, now)
 	a := &won.Attempts[i]
-	a.State, a.At = AttemptCompleted, now
+	a.At = now
+	switch {
+	case done.State == StateCompleted && done.Outcome != nil && done.Outcome.OK:
+		won.State, won.Outcome, won.NotBefore = StateCompleted, done.Outcome, time.Time{}
+		a.State = AttemptCompleted
+	case done.State == StateReleased && done.last().State == AttemptReleased:
+		if done.NotBefore.After(won.NotBefore) {
+			won.NotBefore = done.NotBefore
+		}
+		a.State = AttemptReleased
+	default:
+		return nil
+	}
 	return won
 }
 
