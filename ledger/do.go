@@ -1001,7 +1001,8 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 // strandedOutcome returns the record that writes done, a success (or a
 // NotSent) whose own outcome write was refused, over cur, the record that
 // refused it, when the fence proves that no other attempt passed since
-// (RED_TEAM 582): cur is the same live record (created when done's was), released,
+// (RED_TEAM 582): cur is the same live record (created when done's was,
+// to the millisecond a store keeps), released,
 // still at done's fencing token (no later fire mark wrote another), done's
 // attempt in it escaped (reclaimed after its lease ran out) and every
 // attempt after it unfired and no operator's (each refused by the pass
@@ -1017,7 +1018,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 func strandedOutcome(done, cur *Record, now time.Time, extend func(exp, now time.Time) time.Time) *Record {
 	i := done.Attempt - 1
 	if done.Fence == 0 || cur == nil || !cur.Live(now) || cur.State != StateReleased || cur.Fence != done.Fence ||
-		!cur.CreatedAt.Equal(done.CreatedAt) || i < 0 || i >= len(cur.Attempts) {
+		cur.CreatedAt.UnixMilli() != done.CreatedAt.UnixMilli() || i < 0 || i >= len(cur.Attempts) {
 		return nil
 	}
 	if a := cur.Attempts[i]; a.N != done.Attempt || a.State != AttemptEscaped || !a.Fired {

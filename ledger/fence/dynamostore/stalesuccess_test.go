@@ -39,7 +39,9 @@ func TestFencedSuccessAfterARefusedReclaimIsRecorded(t *testing.T) {
 }
 
 func staleOutcome(t *testing.T, e *dynamotest.Emulator, answer string) {
-	clk := ledgertest.NewClock(time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC))
+	// A clock with nanoseconds, as the system's: the store keeps
+	// milliseconds of what the executor wrote.
+	clk := ledgertest.NewClock(time.Date(2026, 12, 7, 20, 0, 0, 123456789, time.UTC))
 	effects, err := ledgerdyn.New(ledgerdyn.Config{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "EffectsTable")})
 	if err != nil {
 		t.Fatal(err)
