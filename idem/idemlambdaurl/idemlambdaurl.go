@@ -31,7 +31,10 @@ package idemlambdaurl
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -55,7 +58,11 @@ import (
 // that cannot be read as an HTTP request (a path with an invalid
 // percent-escape or a control byte) is answered 400 validation_error in
 // the error envelope without running handler, rather than failing the
-// invocation (which the function URL answers 502).
+// invocation (which the function URL answers 502). A handler that panics
+// before its answer begins (a guarded handler that aborts its response
+// with http.ErrAbortHandler, its record released) fails the invocation,
+// which the function URL answers 502, rather than end the process after
+// an empty 200.
 //
 // It panics when handler is nil: a wiring mistake.
 func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
@@ -63,15 +70,85 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 		panic("idemlambdaurl: Wrap needs a handler to serve")
 	}
 	serve := lambdaurl.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handler.ServeHTTP(w, r.WithContext(streamed.With(r.Context())))
+		sw := &sentWriter{ResponseWriter: w}
+		if p, ok := r.Context().Value(panicKey{}).(*panicked); ok {
+			defer p.recover(sw)
+		}
+		handler.ServeHTTP(sw, r.WithContext(streamed.With(r.Context())))
 	}))
 	return func(ctx context.Context, req *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
 		if bad := unreadable(req); bad != nil {
 			return bad, nil
 		}
-		return serve(ctx, withCookieHeader(req))
+		p := &panicked{}
+		out, err := serve(context.WithValue(ctx, panicKey{}, p), withCookieHeader(req))
+		if err == nil && p.err != nil {
+			// The handler panicked before a byte of its answer was
+			// handed to lambdaurl, whose deferred write has made it an
+			// empty 200: the invocation fails instead (the function URL
+			// answers 502).
+			return nil, p.err
+		}
+		return out, err
 	}
 }
+
+// panicKey is the context key of an invocation's panicked.
+type panicKey struct{}
+
+// panicked is the panic of an invocation's handler that ended it before
+// its answer began (RED_TEAM 560). A guarded handler that aborts its
+// response (http.ErrAbortHandler, as httputil.ReverseProxy does when its
+// upstream's body breaks off) has its record released and the abort
+// passed on by the Guard, as net/http aborts it; lambdaurl serves the
+// handler on a goroutine of its own that recovers nothing, after a
+// deferred write that hands the runtime an empty 200, so such a panic
+// ended the process after answering the request's caller as if it had
+// succeeded. A panic before the answer began fails the invocation (the
+// function URL answers 502, as an API Gateway integration answers an
+// invocation whose handler panicked); one after it began still ends the
+// process, which cuts the streamed answer short, as net/http cuts the
+// connection.
+type panicked struct{ err error }
+
+// recover, deferred around the handler, keeps the handler's panic as the
+// invocation's error when nothing was sent on sw, and goes on panicking
+// otherwise. The error is read once the runtime has been handed
+// lambdaurl's empty answer, which happens after this returns.
+func (p *panicked) recover(sw *sentWriter) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if sw.sent {
+		panic(v)
+	}
+	if v == http.ErrAbortHandler {
+		p.err = errors.New("idemlambdaurl: the handler aborted its response (http.ErrAbortHandler)")
+		return
+	}
+	p.err = fmt.Errorf("idemlambdaurl: the handler panicked: %v\n%s", v, debug.Stack())
+}
+
+// sentWriter notes whether the handler has begun its answer on the
+// function URL's response writer.
+type sentWriter struct {
+	http.ResponseWriter
+	sent bool
+}
+
+func (w *sentWriter) WriteHeader(code int) {
+	w.sent = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sentWriter) Write(b []byte) (int, error) {
+	w.sent = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach lambdaurl's writer.
+func (w *sentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // unreadable answers 400 validation_error, in the error envelope, an event
 // lambdaurl cannot turn into an http.Request: a raw path with an invalid
