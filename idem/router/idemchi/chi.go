@@ -17,6 +17,7 @@ package idemchi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,8 @@ import (
 // (Route, Mount) it covers too, or, if the top router has none, a
 // sub-router inside Route or Mount, whose patterns then carry the mount's
 // prefix; one of them is enough (given to both, the sub-router's runs the
-// handler under the top router's claim). A
+// handler under the top router's claim). Given inline instead (a Group's
+// Use, or With), to guard some routes only, it names each route alike. A
 // request's operation is its method and the full chi pattern that serves
 // it, the pattern's path parameters (a "*" wildcard's rest among them)
 // are in the fingerprint, and a request no route serves (chi's 404 or
@@ -48,21 +50,14 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 	}
 	route := func(req *http.Request) (string, map[string]string, bool) {
 		outer := chi.RouteContext(req.Context())
-		path, prefix := req.URL.RawPath, ""
+		path, mounted := req.URL.RawPath, outer != nil && outer.RoutePath != ""
 		if path == "" {
 			path = req.URL.Path
 		}
-		params := map[string]string{}
-		if outer != nil && outer.RoutePath != "" {
+		if mounted {
 			// Inside a mounted sub-router: the rest of the path, under
 			// the pattern that mounted it.
 			path = outer.RoutePath
-			prefix = strings.TrimSuffix(outer.RoutePattern(), "/*")
-			for i, k := range outer.URLParams.Keys {
-				if k != "*" {
-					addParam(params, k, outer.URLParams.Values[i])
-				}
-			}
 		}
 		if path == "" {
 			path = "/"
@@ -71,6 +66,15 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 		pattern := r.Find(rctx, req.Method, path)
 		if pattern == "" {
 			return "", nil, false
+		}
+		params, prefix := map[string]string{}, ""
+		if mounted {
+			prefix = mountPrefix(outer.RoutePatterns, rctx.RoutePatterns)
+			for i, k := range outer.URLParams.Keys {
+				if k != "*" {
+					addParam(params, k, outer.URLParams.Values[i])
+				}
+			}
 		}
 		for i, k := range rctx.URLParams.Keys {
 			// A mount's "*" holds the rest of the path the sub-router
@@ -82,6 +86,29 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 		return req.Method + " " + prefix + pattern, params, true
 	}
 	return func(next http.Handler) http.Handler { return guard.Routed(route, next) }
+}
+
+// mountPrefix returns the pattern of the mounts above the router the
+// middleware was given, in chi's spelling ("/shops/{shop}"): routed are
+// the patterns chi has routed the request by so far, ours those the
+// router's own Find routes the rest of the path by. Given to Use, the
+// middleware runs before the router routes, and routed are all the
+// mounts'; inline (Group, With) it runs once the router has routed the
+// request, and routed end with the first of ours (the route's, or a
+// mount of the router's own), which are not the prefix: taken for it,
+// they named the route "POST /api/orders/{id}/orders/{id}", which no
+// Config.Routes entry matches (RED_TEAM 561).
+func mountPrefix(routed, ours []string) string {
+	n := len(routed)
+	for j := min(len(routed), len(ours)); j > 0; j-- {
+		if slices.Equal(routed[len(routed)-j:], ours[:j]) {
+			n = len(routed) - j
+			break
+		}
+	}
+	x := chi.NewRouteContext()
+	x.RoutePatterns = routed[:n]
+	return strings.TrimSuffix(x.RoutePattern(), "/*")
 }
 
 // addParam adds the path parameter k=v to params. chi lets a sub-router

@@ -1,0 +1,70 @@
+package idemchi_test
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/routertest"
+	"github.com/idemkit/idemkit/idem/router/idemchi"
+)
+
+// TestInlineInsideASubRouterNamesTheRoute: the middleware given inline
+// (Group's Use, or With) inside a sub-router (Route, Mount) runs once chi
+// has routed the request; its operation is still the method and the full
+// chi pattern ("POST /shops/{shop}/audit/{id}"), so Config.Routes applies:
+// the skipped route runs every time, the others are guarded by their
+// pattern and parameters; and a mount inside the group is named under
+// it. Before, the route's pattern was taken for the mount's prefix too
+// ("POST /shops/{shop}/audit/{id}/audit/{id}"): no Config.Routes entry
+// matched, and the skipped route was deduplicated.
+func TestInlineInsideASubRouterNamesTheRoute(t *testing.T) {
+	var runs atomic.Int32
+	handler := func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"order":%q,"run":%d}`, chi.URLParam(r, "id"), n)
+	}
+	for _, wiring := range []string{"Group", "With"} {
+		t.Run(wiring, func(t *testing.T) {
+			g := routertest.Guard(t, map[string]idem.Route{"POST /shops/{shop}/audit/{id}": {Skip: true}})
+			r := chi.NewRouter()
+			r.Route("/shops/{shop}", func(sr chi.Router) {
+				if wiring == "Group" {
+					sr.Group(func(gr chi.Router) {
+						gr.Use(idemchi.Middleware(g, gr))
+						gr.Post("/orders/{id}", handler)
+						gr.Post("/audit/{id}", handler)
+					})
+					return
+				}
+				guarded := sr.With(idemchi.Middleware(g, sr))
+				guarded.Post("/orders/{id}", handler)
+				guarded.Post("/audit/{id}", handler)
+			})
+			routertest.GuardsEachRoute(t, routertest.Routes{Handler: r, Key: key, Runs: &runs, Bases: []string{"/shops/s1/orders/"}})
+		})
+	}
+	t.Run("MountInsideGroup", func(t *testing.T) {
+		g := routertest.Guard(t, map[string]idem.Route{"POST /shops/{shop}/m/audit/{id}": {Skip: true}})
+		sub := chi.NewRouter()
+		sub.Post("/audit/{id}", handler)
+		r := chi.NewRouter()
+		r.Route("/shops/{shop}", func(sr chi.Router) {
+			sr.Group(func(gr chi.Router) {
+				gr.Use(idemchi.Middleware(g, gr))
+				gr.Mount("/m", sub)
+			})
+		})
+		runs.Store(0)
+		routertest.Post(r, "/shops/s1/m/audit/1", key+"m", `{}`)
+		routertest.Post(r, "/shops/s1/m/audit/1", key+"m", `{}`)
+		if n := runs.Load(); n != 2 {
+			t.Fatalf("the route skipped by its full pattern ran %d times, want 2", n)
+		}
+	})
+}
