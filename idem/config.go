@@ -179,7 +179,11 @@ type Config struct {
 	// these options when it is unset, unless HTTPTenant is set.
 	Tenant TenantSource
 
-	// HTTPTenant resolves the tenant for the net/http middleware. Default:
+	// HTTPTenant resolves the tenant for the net/http middleware: ok
+	// false means the request has no tenant, whatever string is returned
+	// with it (the claim of a token that failed verification is never
+	// taken), and a keyed request is then answered 401 unless
+	// Unauthenticated is AnonymousTenant. Default:
 	// the single tenant under SingleTenant; otherwise none, and then
 	// Middleware and Handle panic when called (a wiring error, reported at
 	// start-up rather than as a 401 on every request), unless Unauthenticated

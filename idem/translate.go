@@ -332,7 +332,12 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 		in.parts.path = r.URL.EscapedPath()
 	}
 	if tenant != nil {
-		in.tenant, _ = tenant(r)
+		// A tenant only when the source says ok: one that declines
+		// may still return the string it read (an unverified token's
+		// claim), which is no tenant (RED_TEAM 562).
+		if t, ok := tenant(r); ok {
+			in.tenant = t
+		}
 	}
 	if credential != nil {
 		in.credential = func(name string) string { return credential(r, name) }
