@@ -41,7 +41,10 @@ import (
 // (middleware.StripSlashes, a prefix stripped): it asks the router with
 // the path as it stands when it runs, so a request that only a later
 // rewrite makes routable passes through unguarded, and runs again on
-// every retry.
+// every retry. A request whose path such a middleware rewrote has its own
+// path in the fingerprint too (URLFormat routes /orders/1.json and
+// /orders/1.xml alike, and its handler answers each in its format: one
+// key on both is a 409 mismatch, never one answer).
 // It panics when guard or r is nil: a wiring mistake, reported at
 // start-up.
 func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler {
@@ -50,12 +53,14 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 	}
 	route := func(req *http.Request) (string, map[string]string, bool) {
 		outer := chi.RouteContext(req.Context())
-		path, mounted := req.URL.RawPath, outer != nil && outer.RoutePath != ""
-		if path == "" {
-			path = req.URL.Path
+		urlPath, mounted := req.URL.RawPath, outer != nil && outer.RoutePath != ""
+		if urlPath == "" {
+			urlPath = req.URL.Path
 		}
+		path := urlPath
 		if mounted {
-			// Inside a mounted sub-router: the rest of the path, under
+			// Inside a mounted sub-router (or after a middleware that
+			// rewrites the path chi routes): the rest of the path, under
 			// the pattern that mounted it.
 			path = outer.RoutePath
 		}
@@ -83,9 +88,35 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 				addParam(params, k, rctx.URLParams.Values[i])
 			}
 		}
+		if mounted && rewritten(urlPath, outer) {
+			// The path chi routes is not the request's (URLFormat's
+			// "/orders/1" for "/orders/1.json", StripSlashes, CleanPath):
+			// what the rewrite took off may be read by the handler (the
+			// format), so the request's own path is in the fingerprint
+			// too (RED_TEAM 563).
+			params[pathParam] = urlPath
+		}
 		return req.Method + " " + prefix + pattern, params, true
 	}
 	return func(next http.Handler) http.Handler { return guard.Routed(route, next) }
+}
+
+// pathParam names, among a route's parameters in the fingerprint, the
+// request's path, when a middleware rewrote the path chi routes: no chi
+// parameter has a name with a slash.
+const pathParam = "/path"
+
+// rewritten reports whether the path chi routes, outer.RoutePath, is not
+// the request's path (urlPath, escaped as chi reads it): at the top router
+// (no pattern routed yet) chi sets no RoutePath of its own, so one that
+// differs from urlPath is a middleware's rewrite; inside a mount it is the
+// rest of the path, which urlPath ends with unless rewritten ("/" is the
+// mount's own root, "/api" or "/api/").
+func rewritten(urlPath string, outer *chi.Context) bool {
+	if len(outer.RoutePatterns) == 0 {
+		return outer.RoutePath != urlPath
+	}
+	return outer.RoutePath != "/" && !strings.HasSuffix(urlPath, outer.RoutePath)
 }
 
 // mountPrefix returns the pattern of the mounts above the router the
