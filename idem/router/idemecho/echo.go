@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,9 +30,12 @@ import (
 // to a route is answered 500 idemkit.server_configuration_error, never
 // run unguarded): a request's operation is its
 // method and echo's path of the route (a group's prefix included), the
-// route's parameters are in the fingerprint (with the host, for a route
-// of a host's router, Echo.Host: one key on two hosts' routes of one path
-// is never one answer), and a request no route serves passes straight
+// route's parameters are in the fingerprint with the host the request
+// was sent to (a host's router, Echo.Host, or a server per host behind a
+// switch of the program's, as echo's recipe for subdomains runs them: one
+// key on two hosts' routes of one path is never one answer, and a retry
+// is a replay only when sent to the same host, as a client's retry is),
+// and a request no route serves passes straight
 // through (echo's not-found and method-not-allowed handlers are not
 // guarded: one the program sets that changes state runs again on every
 // retry). The handler runs inside the claim with
@@ -75,6 +79,13 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 					// Routed by the router of its host (Echo.Host):
 					// routes of one path on two hosts are two routes.
 					params[hostParam] = r.Host
+				} else {
+					// echo's own recipe for subdomains runs a server
+					// per host behind a switch of the program's, which
+					// the middleware cannot see: the host the request
+					// was sent to is in the fingerprint, as gin's is
+					// (RED_TEAM 564).
+					params[hostParam] = strings.ToLower(r.Host)
 				}
 				return r.Method + " " + path, params, true
 			}
@@ -180,8 +191,9 @@ func groupNotFound(c echo.Context) bool {
 }
 
 // hostParam names, among a route's parameters in the fingerprint, the host
-// whose router (Echo.Host) served the request: no echo path parameter has
-// a name with a slash.
+// the request was sent to (as given when a router of that host, Echo.Host,
+// served it; lower-cased otherwise): no echo path parameter has a name
+// with a slash.
 const hostParam = "/host"
 
 // statusWriter is echo's own ResponseWriter, noting the status and size
