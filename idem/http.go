@@ -59,10 +59,11 @@ import (
 // declares (a copy that broke off), which net/http would cut short, is
 // one the Guard cannot read, recorded as not kept, never kept cut short.
 // A handler that returns without writing a word after its request's
-// context ended (its client hung up; a deadline passed) bailed out:
-// nothing is recorded, the record is released (a hang-up answered
-// CodeClientClosed, a deadline 500), and the retry runs it; one that
-// wrote its answer is recorded as it answered.
+// context ended (its client hung up; a deadline passed), or after its own
+// context ended with ErrLeaseLost, bailed out: nothing is recorded, the
+// record is released (a hang-up answered CodeClientClosed, a deadline
+// 500, a lost lease 503 CodeStoreUnavailable or 409 in flight), and the
+// retry runs it; one that wrote its answer is recorded as it answered.
 // A body over the bound of an http.MaxBytesReader in front of the Guard
 // is 413 payload_too_large, as one over MaxRequestBytes; a body that
 // stopped arriving (the server's ReadTimeout) is 408 CodeRequestTimeout
@@ -265,14 +266,23 @@ func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *req
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.ContentLength = int64(len(body))
 		next.ServeHTTP(rec, r2)
-		if err := r.Context().Err(); err != nil && !rec.committed && rec.body.Len() == 0 {
-			// Not a word, its request's context ended (its client gone,
-			// or a deadline a middleware set, as http.TimeoutHandler
-			// does): the handler bailed out on it (the idiom for an ended
-			// request context), not an empty 200 to replay to every
-			// retry: the context's error, its record released (a hang-up
-			// answered 499: RED_TEAM 411).
-			return nil, err
+		if !rec.committed && rec.body.Len() == 0 {
+			if err := r.Context().Err(); err != nil {
+				// Not a word, its request's context ended (its client
+				// gone, or a deadline a middleware set, as
+				// http.TimeoutHandler does): the handler bailed out on it
+				// (the idiom for an ended request context), not an empty
+				// 200 to replay to every retry: the context's error, its
+				// record released (a hang-up answered 499: RED_TEAM 411).
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				// Likewise when only its own context ended: the Guard cut
+				// its lease (ErrLeaseLost), as an API Gateway handler
+				// returning the cause is answered (503 or 409 in flight,
+				// the record released: RED_TEAM 565).
+				return nil, context.Cause(ctx)
+			}
 		}
 		if rec.status == 0 {
 			rec.status = http.StatusOK
