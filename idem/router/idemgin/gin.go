@@ -55,7 +55,10 @@ import (
 // before this one that renders c.Errors, as gin's own handlers do: the
 // key is released, not recorded (a retry runs again), and that answer
 // goes out as it is rendered; one given to Use after this middleware
-// renders inside the claim, and its answer is recorded as any other. It
+// renders inside the claim, and its answer is recorded as any other.
+// Handlers that return without a word (no status, no body) once their
+// request's context ended bailed out, as behind net/http: the key is
+// released, never an empty 200 recorded. It
 // panics when guard is nil: a wiring mistake, reported at start-up.
 func Middleware(guard *idem.Guard) gin.HandlerFunc {
 	if guard == nil {
@@ -120,7 +123,14 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 				}
 				panic(http.ErrAbortHandler)
 			}
-			bw.WriteHeaderNow() // a status without a body
+			if bw.status != 0 {
+				// A status without a body. Without one, nothing is
+				// committed: a handler that returns without a word once
+				// its context ended bailed out, and the Guard releases
+				// the record as behind net/http (RED_TEAM 566); else it
+				// answers gin's 200 as gin would.
+				bw.WriteHeaderNow()
+			}
 		})).ServeHTTP(outer, c.Request)
 		c.Abort() // the handlers ran inside the claim, or a replay answered for them
 	}
