@@ -42,7 +42,7 @@ import (
 // the whole path in the fingerprint in place of its path values). The raw
 // path is otherwise never used. A request the
 // wrapped mux routes to no pattern (its 404, 405 or redirect) passes
-// straight through. A keyed request for which no operation can be found at
+// straight through, with Config.HTTPOperation set too. A keyed request for which no operation can be found at
 // all (a handler on no ServeMux pattern, no HTTPOperation) is answered 500
 // idemkit.server_configuration_error (CodeServerConfiguration): a wiring
 // mistake, not retryable by the caller. The
@@ -135,8 +135,11 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 	}
 	g.requireTenant("net/http")
 	var mux *muxRoutes
-	if router, ok := next.(patternRouter); ok && operation == "" && route == nil && g.cfg.HTTPOperation == nil {
-		mux = &muxRoutes{router: router}
+	if router, ok := next.(patternRouter); ok && operation == "" && route == nil {
+		// With Config.HTTPOperation the mux still says which requests
+		// no pattern serves (its 404, 405 or redirect, passed through:
+		// RED_TEAM 567); the operation and fingerprint stay the hook's.
+		mux = &muxRoutes{router: router, gateOnly: g.cfg.HTTPOperation != nil}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := g.httpRoute(r, operation, mux, route)
@@ -360,16 +363,22 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		// The wrapped mux's pattern, even when the request carries an
 		// outer mux's (the wrapped one mounted under a subtree such as
 		// "/api/"): the route that serves the request is the inner one.
-		p, values, ok := mux.resolve(r)
-		if !ok {
-			return rt, false
+		if mux.gateOnly {
+			if !mux.serves(r) {
+				return rt, false
+			}
+		} else {
+			p, values, ok := mux.resolve(r)
+			if !ok {
+				return rt, false
+			}
+			rt.pattern, rt.pathValue, rt.wholePath = p, values, values == nil
 		}
-		rt.pattern, rt.pathValue, rt.wholePath = p, values, values == nil
 	}
 	// Else the request's Pattern, set by the router that routed it: a
 	// ServeMux's, or another router's (chi sets its own), read by
 	// fromHTTP.
-	rt.fromRequest = route == nil && mux == nil
+	rt.fromRequest = route == nil && (mux == nil || mux.gateOnly)
 	switch {
 	case operation != "":
 		rt.operation = operation

@@ -22,6 +22,16 @@ type patternRouter interface {
 // middleware registered on the pattern itself.
 type muxRoutes struct {
 	router patternRouter
+	// gateOnly: Config.HTTPOperation names the operation, and the mux
+	// only says which requests it routes to no pattern (serves).
+	gateOnly bool
+}
+
+// serves reports whether a pattern of the router serves r as it is: not
+// its 404, 405 or redirect to the canonical path.
+func (m *muxRoutes) serves(r *http.Request) bool {
+	h, pattern := m.router.Handler(r)
+	return pattern != "" && !isRedirect(h)
 }
 
 // resolve returns the pattern that serves r and its path values. ok is
