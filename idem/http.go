@@ -35,7 +35,10 @@ import (
 // subtree, "/api/", whose pattern the request then carries as
 // Request.Pattern: the operation and Config.Routes are the wrapped mux's
 // patterns; an http.StripPrefix goes outside the middleware, since around
-// it the middleware has no mux to ask); otherwise Request.Pattern, set
+// it the middleware has no mux to ask, and the path the client sent is
+// then in the fingerprint too, as it is whenever a handler before the
+// Guard rewrote the path: applications mounted under two prefixes never
+// share an answer); otherwise Request.Pattern, set
 // when the middleware wraps a handler registered on a ServeMux (or on
 // another router that sets it, as chi does: a pattern a ServeMux would not
 // route the request by, chi's "/files/*" or "/orders/{id:[0-9]+}", has

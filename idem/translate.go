@@ -2,6 +2,7 @@ package idem
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 
@@ -331,6 +332,15 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 	if !rt.routed && patternPath(rt.pattern) {
 		in.parts.path = r.URL.EscapedPath()
 	}
+	if sent, ok := sentPath(r); ok {
+		// A handler before the Guard rewrote the path (http.StripPrefix
+		// mounting one of several applications, a trailing slash
+		// removed): the path the client sent is in the fingerprint
+		// too, so that two applications' routes of one pattern under
+		// two prefixes never share an answer (RED_TEAM 568). A retry
+		// is sent to the same path, so it is still the replay.
+		in.parts.path = sentPathTag + sent + " " + in.parts.path
+	}
 	if tenant != nil {
 		// A tenant only when the source says ok: one that declines
 		// may still return the string it read (an unverified token's
@@ -343,6 +353,37 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 		in.credential = func(name string) string { return credential(r, name) }
 	}
 	return in
+}
+
+// sentPathTag begins the fingerprint's path part of a request whose path
+// was rewritten before the Guard: an escaped path begins with '/' (or is
+// empty), so no request's path part without it equals one with it.
+const sentPathTag = "sent "
+
+// sentPath returns the path of r's request target as its client sent it
+// (Request.RequestURI, set by the server; a request made in the process
+// has none), when it is not the path r.URL now has: a handler before the
+// Guard rewrote it. A target in authority form (CONNECT) or "*" has no
+// path to compare.
+func sentPath(r *http.Request) (string, bool) {
+	uri := r.RequestURI
+	if uri == "" {
+		return "", false
+	}
+	var sent string
+	if uri[0] == '/' {
+		sent, _, _ = strings.Cut(uri, "?")
+	} else {
+		u, err := url.ParseRequestURI(uri)
+		if err != nil || u.Host == "" {
+			return "", false
+		}
+		sent = u.EscapedPath()
+	}
+	if sent == r.URL.EscapedPath() {
+		return "", false
+	}
+	return sent, true
 }
 
 // toV2 renders an answer as an HTTP API (payload 2.0) response: repeated
