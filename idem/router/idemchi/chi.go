@@ -74,7 +74,7 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 		}
 		params, prefix := map[string]string{}, ""
 		if mounted {
-			prefix = mountPrefix(outer.RoutePatterns, rctx.RoutePatterns)
+			prefix = mountPrefix(outer, rctx.RoutePatterns)
 			for i, k := range outer.URLParams.Keys {
 				if k != "*" {
 					addParam(params, k, outer.URLParams.Values[i])
@@ -120,21 +120,28 @@ func rewritten(urlPath string, outer *chi.Context) bool {
 }
 
 // mountPrefix returns the pattern of the mounts above the router the
-// middleware was given, in chi's spelling ("/shops/{shop}"): routed are
-// the patterns chi has routed the request by so far, ours those the
-// router's own Find routes the rest of the path by. Given to Use, the
-// middleware runs before the router routes, and routed are all the
-// mounts'; inline (Group, With) it runs once the router has routed the
-// request, and routed end with the first of ours (the route's, or a
-// mount of the router's own), which are not the prefix: taken for it,
-// they named the route "POST /api/orders/{id}/orders/{id}", which no
-// Config.Routes entry matches (RED_TEAM 561).
-func mountPrefix(routed, ours []string) string {
+// middleware was given, in chi's spelling ("/shops/{shop}"), from outer,
+// the request's routing so far; ours are the patterns the router's own
+// Find routes the rest of the path by. Given to Use, the middleware runs
+// before the router routes: outer's patterns are all the mounts', the
+// last one entered (its "*" parameter emptied as chi enters a mount).
+// Inline (Group, With) it runs once the router has routed the request,
+// and outer's patterns end with the first of ours (the route's, or a
+// mount of the router's own not yet entered), which are not the prefix:
+// taken for it, they named the route "POST /api/orders/{id}/orders/{id}",
+// which no Config.Routes entry matches (RED_TEAM 561).
+func mountPrefix(outer *chi.Context, ours []string) string {
+	routed := outer.RoutePatterns
 	n := len(routed)
-	for j := min(len(routed), len(ours)); j > 0; j-- {
-		if slices.Equal(routed[len(routed)-j:], ours[:j]) {
-			n = len(routed) - j
-			break
+	keys, values := outer.URLParams.Keys, outer.URLParams.Values
+	entered := n > 0 && strings.HasSuffix(routed[n-1], "/*") &&
+		len(keys) > 0 && keys[len(keys)-1] == "*" && len(values) == len(keys) && values[len(values)-1] == ""
+	if !entered {
+		for j := min(len(routed), len(ours)); j > 0; j-- {
+			if slices.Equal(routed[len(routed)-j:], ours[:j]) {
+				n = len(routed) - j
+				break
+			}
 		}
 	}
 	x := chi.NewRouteContext()

@@ -68,3 +68,28 @@ func TestInlineInsideASubRouterNamesTheRoute(t *testing.T) {
 		}
 	})
 }
+
+// TestSubRouterMountedUnderItsOwnNameNamesEachRoute: given to Use on a
+// sub-router mounted at /v1 that mounts another under /v1 too, the
+// middleware names the inner router's route by the mounts above it, POST
+// /v1/v1/orders, never as the outer one's POST /v1/orders: one key on the
+// two is two operations' requests, each run, never one answer.
+func TestSubRouterMountedUnderItsOwnNameNamesEachRoute(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	var runs atomic.Int32
+	handler := func(w http.ResponseWriter, _ *http.Request) { runs.Add(1); w.WriteHeader(201) }
+	inner := chi.NewRouter()
+	inner.Post("/orders", handler)
+	outer := chi.NewRouter()
+	outer.Use(idemchi.Middleware(g, outer))
+	outer.Post("/orders", handler)
+	outer.Mount("/v1", inner)
+	r := chi.NewRouter()
+	r.Mount("/v1", outer)
+	if a := routertest.Post(r, "/v1/orders", key, `{}`); a.Code != 201 {
+		t.Fatalf("/v1/orders: %d %s", a.Code, a.Body)
+	}
+	if b := routertest.Post(r, "/v1/v1/orders", key, `{}`); b.Code != 201 || b.Header().Get(idem.HeaderOpenWOPReplay) != "" || runs.Load() != 2 {
+		t.Fatalf("/v1/v1/orders under the same key: %d %v (runs %d), want its own run, not /v1/orders' answer", b.Code, b.Header(), runs.Load())
+	}
+}
