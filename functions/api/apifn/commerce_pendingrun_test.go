@@ -114,11 +114,14 @@ type pendingRunCase struct {
 }
 
 // pendingRunCases: a create and a retry answered 201, and every answer of
-// a run-creating route that creates no run: a create refused because
-// another run holds its scope (409 run_already_active, forgotten), a
-// create the handler refuses (400, forgotten), a create whose runner is
-// unavailable (503, a failed action kept), a retry of a run that has not
-// failed (409, kept), a retry of a missing run (404, kept).
+// a run-creating route that creates no run under its claim: a create
+// refused because another run holds its scope (409 run_already_active,
+// forgotten), a create whose runner is unavailable (503, a failed action
+// kept), a retry of a run that has not failed (409, kept), a retry of a
+// missing run (404, kept). A create refused for its body (400) is
+// answered before the claim (RED_TEAM 542): no execution is pending for a
+// duplicate to find, and each duplicate is that same 400
+// (TestBodyRefusedForItselfIsAnsweredBeforeTheClaim).
 var pendingRunCases = []pendingRunCase{
 	{name: "created", status: 201, written: true, req: func(_ *pendingRunHost, _ *testing.T) events.APIGatewayV2HTTPRequest {
 		return commerceCreate("pending run created", "")
@@ -133,11 +136,6 @@ var pendingRunCases = []pendingRunCase{
 		e := commerceReq("POST", "/runs", "pending run scope refused")
 		e.Body = holder.Body
 		e.Headers["openwop-dedup"] = "enforce"
-		return e
-	}},
-	{name: "400 (forgotten)", status: 400, req: func(_ *pendingRunHost, _ *testing.T) events.APIGatewayV2HTTPRequest {
-		e := commerceReq("POST", "/runs", "pending run invalid")
-		e.Body = `{"workflowId":"no-such-workflow"}`
 		return e
 	}},
 	{name: "503 runner unavailable (kept)", status: 503, req: func(_ *pendingRunHost, _ *testing.T) events.APIGatewayV2HTTPRequest {

@@ -52,6 +52,27 @@ type forkRequest struct {
 	hasSeq  bool
 }
 
+// readFork reads forkRun's body (parseFork).
+func readFork(ev events.APIGatewayV2HTTPRequest) (*forkRequest, *apierr.Error) {
+	body, e := eventBody(ev)
+	if e != nil {
+		return nil, e
+	}
+	req, e := parseFork(body)
+	if e != nil {
+		return nil, e
+	}
+	return &req, nil
+}
+
+// precheckFork is forkRun's Route.precheck: its body read before the
+// claim (readFork), kept for forkRun.
+func (h *Handler) precheckFork(c *call) *apierr.Error {
+	req, e := readFork(c.ev)
+	c.fork = req
+	return e
+}
+
 // parseFork validates a forkRun body: {mode: replay|branch, fromSeq?,
 // runOptionsOverlay?}, nothing else. fromSeq is required for branch and
 // defaults to 0 for replay. runOptionsOverlay is branch-only (a non-empty
@@ -182,13 +203,12 @@ func validation(field, msg string) *apierr.Error {
 // earlier execution wrote its fork inside the retention (its completion
 // was lost) answers that fork, past the boundary too.
 func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	body, e := eventBody(c.ev)
-	if e != nil {
-		return errResp(e), nil
-	}
-	req, e := parseFork(body)
-	if e != nil {
-		return errResp(e), nil
+	req := c.fork
+	if req == nil {
+		var e *apierr.Error
+		if req, e = readFork(c.ev); e != nil {
+			return errResp(e), nil
+		}
 	}
 	src, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && src.Tenant != c.tenant) {

@@ -188,6 +188,10 @@ type Handler struct {
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
+	// guardedHeaders says the Guard's policy adds headers to a first
+	// answer (the ERP policy's): no route's precheck answers before the
+	// claim, whose answer would lack them (precheckable).
+	guardedHeaders bool
 	// guard is the Guard's Config, read once by New (layer1,
 	// bodyTenantRefusal).
 	guard idem.Config
@@ -257,7 +261,8 @@ func New(cfg Config) (*Handler, error) {
 	}
 	gc := cfg.Guard.Config()
 	return &Handler{cfg: cfg, clock: clk, caps: caps, seams: seams, tenant: gc.Tenant,
-		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), guard: gc}, nil
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), guard: gc,
+		guardedHeaders: addsHeaders(gc.Policy)}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -430,6 +435,14 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 	if r.jsonBody || r.noBody {
 		if e := h.bodyTenantRefusal(r, c); e != nil {
 			return errResp(e), false, nil
+		}
+	}
+	if r.precheck != nil && h.precheckable(r, c) {
+		if e := r.precheck(h, &c); e != nil {
+			if h.unrecorded(e) {
+				return errResp(e), false, nil
+			}
+			c.create, c.fork = nil, nil
 		}
 	}
 	if !r.Idempotent {
@@ -677,12 +690,22 @@ func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
 // the body as JSON, or refuses the request before reading it, layer1),
 // or when the body is not a JSON object naming another tenant.
 func (h *Handler) bodyTenantRefusal(r Route, c call) *apierr.Error {
-	field := h.guard.BodyTenantField
-	if l := h.layer1(r, c.ev); field == "" || l.refuses || l.active && l.json {
+	if l := h.layer1(r, c.ev); h.guard.BodyTenantField == "" || l.refuses || l.active && l.json {
 		return nil
 	}
 	body, e := eventBody(c.ev)
-	if e != nil || len(body) == 0 {
+	if e != nil {
+		return nil
+	}
+	return h.otherTenant(c, body)
+}
+
+// otherTenant is bodyTenantRefusal's 403 for body, whoever reads it: nil
+// when the field is not configured, or the body is not a JSON object
+// naming another tenant than c's.
+func (h *Handler) otherTenant(c call, body []byte) *apierr.Error {
+	field := h.guard.BodyTenantField
+	if field == "" || len(body) == 0 {
 		return nil
 	}
 	var m map[string]json.RawMessage
@@ -709,6 +732,48 @@ func (h *Handler) bodyTenantRefusal(r Route, c call) *apierr.Error {
 	return apierr.New(http.StatusForbidden, apierr.CodeForbidden,
 		"The tenant in the request body is not the authenticated tenant.").
 		WithDetails(map[string]any{"reason": "tenant_mismatch"})
+}
+
+// precheckable reports whether route r's precheck may answer c before
+// Layer 1 does: not under a policy that adds headers to a guarded answer
+// (the ERP policy: the refusal is answered under the claim, with them,
+// as before), nor where Layer 1 refuses the request before reading its
+// body (a key missing where required, or invalid), nor for a body that is
+// not strict JSON text (Layer 1's refusal, or jsonBodyRefusal's, is its
+// answer), nor for one naming another tenant (the 403 comes first, Layer
+// 1's or bodyTenantRefusal's): those answers keep coming first.
+func (h *Handler) precheckable(r Route, c call) bool {
+	if h.guardedHeaders || h.layer1(r, c.ev).refuses {
+		return false
+	}
+	body, e := eventBody(c.ev)
+	if e != nil || strictJSON(body) != nil {
+		return false
+	}
+	return h.otherTenant(c, body) == nil
+}
+
+// addsHeaders reports whether policy p adds a header to an answer that
+// is no replay (Policy.Headers): the ERP policy's do, to every guarded
+// answer; the OpenWOP and commerce policies' add none.
+func addsHeaders(p idem.Policy) bool {
+	if p.Headers == nil {
+		return false
+	}
+	h := map[string][]string{}
+	p.Headers(h, idem.Answer{Key: "k", RequestID: "r"})
+	return len(h) > 0
+}
+
+// unrecorded reports whether the Guard's policy records no answer e
+// (idem.Forget): such a refusal answered before the claim is the answer
+// it would have been under it, nothing recorded either way.
+func (h *Handler) unrecorded(e *apierr.Error) bool {
+	cache := h.guard.Policy.Cache
+	if cache == nil {
+		cache = idem.PolicyOpenWOP.Cache
+	}
+	return cache(e.Status, e.Code) == idem.Forget
 }
 
 // jsonBodyRefusal is the 400 validation_error of a body that is JSON text

@@ -24,23 +24,14 @@ import (
 // validation errors and conformance-unavailable's 503 create nothing.
 func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	ev, tenant := c.ev, c.tenant
-	body, e := eventBody(ev)
-	if e != nil {
-		return errResp(e), nil
+	body := c.create
+	if body == nil {
+		var e *apierr.Error
+		if body, e = h.readCreate(ev); e != nil {
+			return errResp(e), nil
+		}
 	}
-	req, e := webhook.ParseCreate(body, &h.cfg.Webhook)
-	if e == nil && webhook.SeamWorkflow(req.WorkflowID) && !h.cfg.Test.ConformanceSeams {
-		// A seams-only fixture is unknown to a host without the seams.
-		e = apierr.New(http.StatusBadRequest, apierr.CodeValidation, "unknown workflowId; built-in workflows: %s",
-			strings.Join(webhook.Workflows, ", ")).WithDetails(map[string]any{"field": "workflowId"})
-	}
-	var scope string
-	if e == nil {
-		scope, e = dedupScope(ev, req)
-	}
-	if e != nil {
-		return errResp(e), nil
-	}
+	req, scope := body.req, body.scope
 	if h.cfg.Test.Hold != nil {
 		if err := h.cfg.Test.Hold(ctx, tenant, header.First(ev.Headers, idem.HeaderKey)); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
@@ -89,6 +80,44 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 		resp.Headers["Location"] = h.baseURL(ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
+}
+
+// createBody is createRun's body as read (readCreate): the request and
+// its dedup scope ("" for none).
+type createBody struct {
+	req   webhook.CreateRequest
+	scope string
+}
+
+// readCreate reads createRun's body: ParseCreate, a seams-only workflow
+// refused on a host without the seams, and the dedup scope.
+func (h *Handler) readCreate(ev events.APIGatewayV2HTTPRequest) (*createBody, *apierr.Error) {
+	body, e := eventBody(ev)
+	if e != nil {
+		return nil, e
+	}
+	req, e := webhook.ParseCreate(body, &h.cfg.Webhook)
+	if e == nil && webhook.SeamWorkflow(req.WorkflowID) && !h.cfg.Test.ConformanceSeams {
+		// A seams-only fixture is unknown to a host without the seams.
+		e = apierr.New(http.StatusBadRequest, apierr.CodeValidation, "unknown workflowId; built-in workflows: %s",
+			strings.Join(webhook.Workflows, ", ")).WithDetails(map[string]any{"field": "workflowId"})
+	}
+	var scope string
+	if e == nil {
+		scope, e = dedupScope(ev, req)
+	}
+	if e != nil {
+		return nil, e
+	}
+	return &createBody{req: req, scope: scope}, nil
+}
+
+// precheckCreate is createRun's Route.precheck: its body read before
+// the claim (readCreate), kept for createRun.
+func (h *Handler) precheckCreate(c *call) *apierr.Error {
+	b, e := h.readCreate(c.ev)
+	c.create = b
+	return e
 }
 
 // cancelRun runs under the Layer-1 claim (scoped to the route, the run id

@@ -48,7 +48,10 @@ func newTripEnv(t *testing.T, e *dynamotest.Emulator, transactional bool, policy
 	t.Helper()
 	env := &tripEnv{cnt: dynamotest.NewCounter()}
 	c := e.Client(dynamotest.FastRetries, env.cnt.Middleware())
-	env.rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+	// Told what the engine returns on a refused write, as the kit tells
+	// it on DynamoDB (RED_TEAM 541).
+	env.rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional,
+		ReturnsOldOnConditionFailure: e.Caps.ReturnValuesOnConditionCheckFailure}
 	st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
 	if err != nil {
 		t.Fatal(err)
@@ -255,15 +258,21 @@ func tripRows() []tripRow {
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", "/runs", `{"workflowId":"conformance-noop","tenantId":"globex"}`)
 			}},
-		// Refused under the claim (the body's members, its workflow): the
-		// claim and its delete, nothing recorded under the key.
-		{method: "POST", pattern: "/runs", outcome: "validation refusal", status: 400, want: ops("PutItem", 1, "DeleteItem", 1),
+		// Refused for the body alone (its members, its workflow) before
+		// the claim: nothing written (RED_TEAM 542).
+		{method: "POST", pattern: "/runs", outcome: "validation refusal", status: 400, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", "/runs", `{"workflowId":"conformance-noop","bogus":1}`)
 			}},
-		{method: "POST", pattern: "/runs", outcome: "unknown workflow", status: 400, want: ops("PutItem", 1, "DeleteItem", 1),
+		{method: "POST", pattern: "/runs", outcome: "unknown workflow", status: 400, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", "/runs", `{"workflowId":"no-such-workflow"}`)
+			}},
+		// A refusal the policy records (422 capability_required) stays
+		// under the claim: the claim and its completion.
+		{method: "POST", pattern: "/runs", outcome: "refusal recorded (an eval run)", status: 422, want: ops("PutItem", 2),
+			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
+				return keyedReq(env, "POST", "/runs", `{"workflowId":"conformance-noop","mode":"eval"}`)
 			}},
 		{method: "POST", pattern: "/runs", outcome: "refused before the claim (a body over 256 KiB)", status: 413, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
@@ -297,16 +306,17 @@ func tripRows() []tripRow {
 		ok              int
 		first, firstTx  map[string]int
 		notFound, nfTx  map[string]int
+		nfNoOld         int
 		refused         runs.Status // a status the route refuses 409 ("": none)
 		refusedOps      map[string]int
 		refusedNoOld    int
 	}
 	for _, w := range []write{
 		// A cancel of no run also writes its marker without transactions
-		// (cancelUnwritten), and reads the run its failed write did not
-		// return.
+		// (cancelUnwritten); it reads the run its failed write did not
+		// return only where the engine returns no item (RED_TEAM 541).
 		{pattern: "/runs/{runId}/cancel", suffix: "/cancel", from: runs.StatusRunning, ok: 200,
-			first: ops("PutItem", 2, "UpdateItem", 1), notFound: ops("PutItem", 3, "UpdateItem", 1, "GetItem", 1), nfTx: ops("PutItem", 2, "UpdateItem", 1, "GetItem", 1),
+			first: ops("PutItem", 2, "UpdateItem", 1), notFound: ops("PutItem", 3, "UpdateItem", 1), nfTx: ops("PutItem", 2, "UpdateItem", 1), nfNoOld: 1,
 			refused: runs.StatusCompleted, refusedOps: ops("PutItem", 2, "UpdateItem", 1), refusedNoOld: 1},
 		{pattern: "/runs/{runId}/retry", suffix: "/retry", from: runs.StatusFailed, ok: 201,
 			first: ops("PutItem", 3, "UpdateItem", 1, "GetItem", 1), firstTx: ops("PutItem", 1, "TransactWriteItems", 1, "GetItem", 1), notFound: ops("PutItem", 2, "GetItem", 1),
@@ -336,7 +346,7 @@ func tripRows() []tripRow {
 				req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 					return replayOf(t, env, first(t, env), w.ok)
 				}},
-			tripRow{method: "POST", pattern: w.pattern, outcome: "not found", status: 404, want: w.notFound, tx: w.nfTx,
+			tripRow{method: "POST", pattern: w.pattern, outcome: "not found", status: 404, want: w.notFound, tx: w.nfTx, noOld: w.nfNoOld,
 				req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 					return keyedReq(env, "POST", runPath(missing(), w.suffix), w.body)
 				}},
@@ -353,8 +363,8 @@ func tripRows() []tripRow {
 		}
 	}
 	rows = append(rows,
-		// Refused under the claim, as createRun's body (RED_TEAM CD).
-		tripRow{method: "POST", pattern: "/runs/{runId}:fork", outcome: "validation refusal", status: 400, want: ops("PutItem", 1, "DeleteItem", 1),
+		// Refused before the claim, as createRun's body (RED_TEAM 542).
+		tripRow{method: "POST", pattern: "/runs/{runId}:fork", outcome: "validation refusal", status: 400, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", runPath(env.run(t, "acme", runs.StatusCompleted), ":fork"), `{"mode":"bogus"}`)
 			}},
@@ -371,7 +381,7 @@ func tripRows() []tripRow {
 				return keyedReq(env, "POST", bulkPath, bulkBody("", other().ID))
 			}},
 		tripRow{method: "POST", pattern: "/runs:bulk-cancel", outcome: "not found", status: 200,
-			want: ops("PutItem", 3, "UpdateItem", 1, "GetItem", 1), tx: ops("PutItem", 2, "UpdateItem", 1, "GetItem", 1),
+			want: ops("PutItem", 3, "UpdateItem", 1), tx: ops("PutItem", 2, "UpdateItem", 1), noOld: 1,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", bulkPath, bulkBody("", missing().ID))
 			}},

@@ -48,6 +48,15 @@ type Route struct {
 	// check, when set, refuses a request before Layer 1 reads it (the
 	// body's size and media type). A noBody route's is checkNoBody.
 	check func(events.APIGatewayV2HTTPRequest) *apierr.Error
+	// precheck, when set, reads the body as serve will (createRun's,
+	// forkRun's) before Layer 1 claims the key: a refusal for the body
+	// alone that the Guard's policy would not record (idem.Forget: a 400
+	// validation_error under every policy) is answered there, at no
+	// write (RED_TEAM 542), as check's are; any other refusal is left to
+	// serve, under the claim, which records it as before. What it read it
+	// may keep in c for serve. It is not run where Layer 1 answers first
+	// (precheckable).
+	precheck func(h *Handler, c *call) *apierr.Error
 	// jsonBody says that serve reads the body as JSON whatever its
 	// Content-Type: a body naming another tenant is refused before Layer
 	// 1 reads it when Layer 1 would not (bodyTenantRefusal).
@@ -97,6 +106,10 @@ type call struct {
 	// params holds each path parameter's value, by the name the pattern
 	// gives it (pathParams says how a value is read).
 	params map[string]string
+	// create and fork are the body as the route's precheck read it (nil
+	// where it did not, or refused it: serve reads it again).
+	create *createBody
+	fork   *forkRequest
 }
 
 // runID is the decoded {runId}, bound to the caller's tenant ("" when the
@@ -113,7 +126,7 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, mints: true, check: checkCreate, jsonBody: true, serve: (*Handler).createRun, object: (*Handler).runObject,
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, mints: true, check: checkCreate, precheck: (*Handler).precheckCreate, jsonBody: true, serve: (*Handler).createRun, object: (*Handler).runObject,
 		workHeaders: []string{HeaderDedup}},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET: every non-public GET route has a
@@ -146,7 +159,7 @@ var Routes = []Route{
 	{Method: http.MethodHead, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
 	// Replay and fork (fork.go): a new run from the source's event log,
 	// under the fork request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, mints: true, check: checkBody, jsonBody: true, serve: (*Handler).forkRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, mints: true, check: checkBody, precheck: (*Handler).precheckFork, jsonBody: true, serve: (*Handler).forkRun},
 	// Pause and resume (pause.go): a run's status moved paused and back
 	// to running, under Layer 1 as cancelRun. Declared "/runs/{runId}" in
 	// template.yaml, as forkRun.

@@ -95,6 +95,18 @@ type DynamoRuns struct {
 	// where a marker is needed only while the request that listed the id
 	// is still writing its run, and to far more than any request lives.
 	MarkerRetention time.Duration
+	// ReturnsOldOnConditionFailure says the engine returns the item a
+	// refused conditional write found whenever there is one
+	// (ReturnValuesOnConditionCheckFailure ALL_OLD), as DynamoDB and moto
+	// do: a run write refused with no item returned then found no run,
+	// and is answered ErrRunNotFound with no read (RED_TEAM 541: a cancel
+	// of no run read the run its refused write did not return, a read
+	// that on DynamoDB always found nothing). Set it only for such an
+	// engine: on one that returns no item (dynalite, DynamoDB Local) a
+	// write refused by a run that is there would be answered as no run.
+	// The kit sets it where the client has no endpoint override
+	// (DynamoDB itself). Default false: the read, on that path only.
+	ReturnsOldOnConditionFailure bool
 	// Now is the clock that tells a run past its expiry (only read when
 	// an item carries one): such a run reads as missing, as MemRuns reads
 	// it, though RunsTable's TTL deletes it only some time later (up to
@@ -344,7 +356,10 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // that finds the id taken asks for the item there (ALL_OLD) and returns
 // the run as a *RunExistsError; where the engine returns none, a retry's
 // Create reads it (to tell a run retrying r.RetryOf, which keeps its
-// listing, from another's, whose listing is removed again: one write).
+// listing, from another's, whose listing is removed again: one write). A
+// PutItem whose every answer was lost (the SDK gave up) has the id read
+// back on that error path only, and a run found there is answered as the
+// refused retry's (RED_TEAM 543).
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
@@ -414,6 +429,16 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return d.taken(ctx, r, ccf.Item, true)
+	}
+	if err != nil && ctx.Err() == nil {
+		// The SDK gave up, every answer lost or refused: the write may
+		// have landed. The item at r's id, read back on this error path
+		// only, is what the SDK's refused retry would have returned
+		// (RED_TEAM 543): answered as that retry's refusal is (taken),
+		// the run found there, which the caller tells for its own.
+		if old, gerr := d.getItem(ctx, r.ID); gerr == nil && len(old) > 0 {
+			return d.taken(ctx, r, old, true)
+		}
 	}
 	return conditionalWrite(err, nil, "put run")
 }
@@ -990,7 +1015,9 @@ func (d *DynamoRuns) transitionIf(ctx context.Context, id string, from []Status,
 // count (UPDATED_NEW). The token makes the count exact when the engine
 // applies the write and its answer is lost: the SDK's retry is refused,
 // and one consistent read finds the token and answers the count the
-// first write made, so a try is never counted twice.
+// first write made, so a try is never counted twice; when every answer of
+// the call was lost (the SDK gave up), the same read on that error path
+// (readBack) answers the count a landed write made (RED_TEAM 540).
 func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (int, error) {
 	if errMsg == "" {
 		errMsg = "(no message)"
@@ -1035,6 +1062,12 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 		return 0, ErrStatusConflict
 	}
 	if err != nil {
+		// Landed, every answer lost: the count it made (RED_TEAM 540).
+		if item := d.readBack(ctx, id, runAttrFailTok, tok); item != nil {
+			if n, ok := item[runAttrFails].(*types.AttributeValueMemberN); ok {
+				return strconv.Atoi(n.Value)
+			}
+		}
 		return 0, fmt.Errorf("host: note run failure: %w", err)
 	}
 	n, ok := out.Attributes[runAttrFails].(*types.AttributeValueMemberN)
@@ -1059,7 +1092,8 @@ func callToken() string {
 // token of this call) conditional on the run being pending or running and
 // not holding that token: a write whose answer was lost is applied once,
 // its SDK retry refused and recognised by the token (RED_TEAM 500), as
-// updateRun's are.
+// updateRun's are, and one whose every answer was lost is read back on
+// that error path (readBack, RED_TEAM 540).
 func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
 	tok := callToken()
 	upd := scheduleUpdate(w, now).Set(expression.Name(runAttrWriteTok), expression.Value(tok))
@@ -1092,6 +1126,9 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 		return ErrStatusConflict
 	}
 	if err != nil {
+		if d.readBack(ctx, id, runAttrWriteTok, tok) != nil {
+			return nil // landed, every answer lost (RED_TEAM 540)
+		}
 		return fmt.Errorf("host: schedule run: %w", err)
 	}
 	return nil
@@ -1187,8 +1224,13 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 // been. When cond does not hold it returns the run as it is with
 // ErrStatusConflict: the item the failed condition returned (ALL_OLD),
 // or, on an engine that returns none, a consistent read (on that path
-// only, as before); ErrRunNotFound when there is no run, or that run is
-// past its expiry (gone). No round trip is added. what names the write in
+// only, as before; none where ReturnsOldOnConditionFailure says no item
+// returned is no item); ErrRunNotFound when there is no run, or that run is
+// past its expiry (gone). No round trip is added. When the call ends in
+// another error (the SDK gave up: every try's answer lost, or lost and
+// then throttled), the run is read back on that path only (readBack,
+// RED_TEAM 540): an item holding this call's token is the write landed,
+// answered as written; else the error stands. what names the write in
 // other errors.
 func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, what string) (Run, error) {
 	tok := callToken()
@@ -1208,7 +1250,7 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		item := ccf.Item
-		if len(item) == 0 {
+		if len(item) == 0 && !d.ReturnsOldOnConditionFailure {
 			if item, err = d.getItem(ctx, id); err != nil {
 				return Run{}, err
 			}
@@ -1224,10 +1266,37 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 		return cur, ErrStatusConflict
 	}
 	if err != nil {
+		if item := d.readBack(ctx, id, runAttrWriteTok, tok); item != nil {
+			if cur, ok := RunFromItem(item); ok {
+				// This call's own write, landed, every answer lost.
+				return cur, nil
+			}
+		}
 		return Run{}, fmt.Errorf("host: %s: %w", what, err)
 	}
 	r, _ := RunFromItem(out.Attributes)
 	return r, nil
+}
+
+// readBack is the fate of a write whose call ended in an error that is no
+// failed condition (RED_TEAM 540): the SDK gave up, every try's answer
+// lost or refused (a connection reset after the write, then throttling or
+// timeouts until its last try), so the write may have landed with no try
+// of the call told. One consistent GetItem of run id, on that error path
+// only: the item when it holds tok, this call's token, in attr (the write
+// landed; no write of the run came after it), else nil (it did not land,
+// or another write came after it, or the read failed too, or ctx is
+// done, the request's own time out: nothing can be read with it). A nil
+// leaves the call's error as it was: its fate unknown, never a conflict.
+func (d *DynamoRuns) readBack(ctx context.Context, id, attr, tok string) map[string]types.AttributeValue {
+	if ctx.Err() != nil {
+		return nil
+	}
+	item, err := d.getItem(ctx, id)
+	if err != nil || !holdsToken(item, attr, tok) {
+		return nil
+	}
+	return item
 }
 
 // notThisCall is the condition that attribute attr does not hold tok, the
