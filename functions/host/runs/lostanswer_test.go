@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -280,6 +282,44 @@ func TestCreateLandedWithEveryAnswerLost(t *testing.T) {
 				_, gerr := rs.Get(ctx, r.ID)
 				if c.applied != (gerr == nil) {
 					t.Fatalf("stored after the create: %v (applied: %v)", gerr, c.applied)
+				}
+			})
+		}
+	})
+}
+
+// TestRequestRefusedAsSuchIsNotReadBack: a run write the engine refuses
+// as a request (a ValidationException: an item over the size limit) was
+// applied by no try, and costs no read-back (RED_TEAM 540): a run near
+// the size limit would cost up to 100 read units on each such refusal.
+// Any other error is read back once.
+func TestRequestRefusedAsSuchIsNotReadBack(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, cnt := dynamotest.NewFaults(), dynamotest.NewCounter()
+		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, f.Middleware(), cnt.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		ctx := context.Background()
+		now := time.Now()
+		for _, c := range []struct {
+			name  string
+			err   error
+			reads int
+		}{
+			{"a ValidationException", &smithy.GenericAPIError{Code: "ValidationException", Message: "Item size has exceeded the maximum allowed size", Fault: smithy.FaultClient}, 0},
+			{"an internal error", dynamotest.InternalServerError(), 1},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := runs.NewRun(strings.Repeat("t", 8), "conformance-noop", nil, now)
+				if err := rs.Create(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				f.FailNext("UpdateItem", 1, c.err)
+				defer f.Clear()
+				cnt.Reset()
+				if _, err := rs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", now); err == nil || errors.Is(err, runs.ErrStatusConflict) {
+					t.Fatalf("a refused write: %v, want its error", err)
+				}
+				if got := cnt.Ops()["GetItem"]; got != c.reads {
+					t.Fatalf("%d reads after the refusal, want %d (%v)", got, c.reads, cnt.Ops())
 				}
 			})
 		}

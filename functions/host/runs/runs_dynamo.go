@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
@@ -430,7 +431,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	if errors.As(err, &ccf) {
 		return d.taken(ctx, r, ccf.Item, true)
 	}
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !refused(err) {
 		// The SDK gave up, every answer lost or refused: the write may
 		// have landed. The item at r's id, read back on this error path
 		// only, is what the SDK's refused retry would have returned
@@ -1063,7 +1064,7 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	}
 	if err != nil {
 		// Landed, every answer lost: the count it made (RED_TEAM 540).
-		if item := d.readBack(ctx, id, runAttrFailTok, tok); item != nil {
+		if item := d.readBack(ctx, err, id, runAttrFailTok, tok); item != nil {
 			if n, ok := item[runAttrFails].(*types.AttributeValueMemberN); ok {
 				return strconv.Atoi(n.Value)
 			}
@@ -1126,7 +1127,7 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 		return ErrStatusConflict
 	}
 	if err != nil {
-		if d.readBack(ctx, id, runAttrWriteTok, tok) != nil {
+		if d.readBack(ctx, err, id, runAttrWriteTok, tok) != nil {
 			return nil // landed, every answer lost (RED_TEAM 540)
 		}
 		return fmt.Errorf("host: schedule run: %w", err)
@@ -1266,7 +1267,7 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 		return cur, ErrStatusConflict
 	}
 	if err != nil {
-		if item := d.readBack(ctx, id, runAttrWriteTok, tok); item != nil {
+		if item := d.readBack(ctx, err, id, runAttrWriteTok, tok); item != nil {
 			if cur, ok := RunFromItem(item); ok {
 				// This call's own write, landed, every answer lost.
 				return cur, nil
@@ -1288,8 +1289,10 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 // or another write came after it, or the read failed too, or ctx is
 // done, the request's own time out: nothing can be read with it). A nil
 // leaves the call's error as it was: its fate unknown, never a conflict.
-func (d *DynamoRuns) readBack(ctx context.Context, id, attr, tok string) map[string]types.AttributeValue {
-	if ctx.Err() != nil {
+// An error by which the engine refused the request itself (refused) is
+// not read back: no try of it applied.
+func (d *DynamoRuns) readBack(ctx context.Context, err error, id, attr, tok string) map[string]types.AttributeValue {
+	if ctx.Err() != nil || refused(err) {
 		return nil
 	}
 	item, err := d.getItem(ctx, id)
@@ -1297,6 +1300,23 @@ func (d *DynamoRuns) readBack(ctx context.Context, id, attr, tok string) map[str
 		return nil
 	}
 	return item
+}
+
+// refused reports whether err is the engine's refusal of the request as
+// such (a ValidationException: an item over the size limit, an
+// expression it does not accept; a ResourceNotFoundException), which
+// every try of it met: no try applied, and there is nothing to read back
+// (an item near the size limit would cost up to 100 read units).
+func refused(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ValidationException", "ResourceNotFoundException":
+		return true
+	}
+	return false
 }
 
 // notThisCall is the condition that attribute attr does not hold tok, the
