@@ -50,7 +50,7 @@ func TestEveryAnswerCarriesThePolicysRequestID(t *testing.T) {
 		if disabled {
 			continue
 		}
-		check("mismatch", 409, true, "POST", "/runs", "acme", key1, `{"workflowId":"other"}`)
+		check("mismatch", 409, true, "POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop","inputs":{"n":2}}`)
 		check("invalid-key", 400, true, "POST", "/runs", "acme", "k", `{"workflowId":"conformance-noop"}`)
 	}
 }

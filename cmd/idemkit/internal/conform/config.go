@@ -116,7 +116,10 @@ type Config struct {
 	// Body is a valid request body for Route; it must be a JSON object.
 	// Default {"workflowId":"conformance-noop","inputs":{}}. The mismatch
 	// scenario derives a different body from it by adding a member to its
-	// "inputs" object (or to the object itself when it has none).
+	// "inputs" object (or to the object itself when it has none: an API
+	// whose body is closed, as idemkit's createRun, refuses that member
+	// with 400 validation_error before it compares the key, so give such
+	// an API a body with an "inputs" object).
 	Body string
 
 	// SlowBody is a valid request that takes long enough to overlap a
