@@ -521,7 +521,8 @@ type transactAPI interface {
 // to tell. A transaction cancelled by a conflict alone (another retry's
 // transaction on the failed run) is sent again after a jittered wait
 // (listedWait), up to listedTries sends; one cancelled past them, or for another passing reason, has the id read
-// (an earlier send may have landed with its answer lost).
+// (an earlier send may have landed with its answer lost), as has one the
+// SDK gave up on (RED_TEAM 544).
 func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) error {
 	tx, ok := d.Client.(transactAPI)
 	if !ok {
@@ -540,6 +541,16 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 		case err == nil:
 			return nil
 		case !errors.As(err, &tce):
+			// The SDK gave up, every answer lost or refused: a send may
+			// have landed. The id, read back on this error path only,
+			// answers as a lost answer's cancelled send does (RED_TEAM
+			// 544): else the keyless client, told to try again, would
+			// retry into a second run.
+			if ctx.Err() == nil && !refused(err) {
+				if old, gerr := d.getItem(ctx, r.ID); gerr == nil && len(old) > 0 {
+					return d.taken(ctx, r, old, false)
+				}
+			}
 			return fmt.Errorf("host: put listed run: %w", err)
 		}
 		if try == listedTries || !conflictOnly(tce.CancellationReasons) {
