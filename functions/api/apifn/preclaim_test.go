@@ -19,7 +19,8 @@ import (
 // contract: validation comes before the key's comparison, so a key used
 // with a valid body and sent again with an invalid one is 400
 // validation_error (it was 409 idempotency_key_mismatch), and the same
-// key with its first body still replays. Answers that come first stay
+// key with its first body still replays; so is a 403 no key records (a
+// configurable's credentialRef). Answers that come first stay
 // first: an invalid key (400 idempotency_key_invalid), a body naming
 // another tenant (403). A refusal the policy records (422
 // capability_required for an eval run) is still answered under the claim
@@ -39,6 +40,10 @@ func TestBodyRefusedForItselfIsAnsweredBeforeTheClaim(t *testing.T) {
 		if r.StatusCode != 400 || m["error"] != "validation_error" {
 			t.Errorf("the used key with %s: %d %v, want 400 validation_error", body, r.StatusCode, m)
 		}
+	}
+	// A 403 no key records (RED_TEAM 542): before the claim too.
+	if r, m := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop","configurable":{"version":1,"ai":{"credentialRef":"c"}}}`)); r.StatusCode != 403 || m["error"] != "credential_forbidden" {
+		t.Errorf("the used key with a credentialRef: %d %v, want 403 credential_forbidden", r.StatusCode, m)
 	}
 	if r, m := f.do(t, ev("POST", "/runs", "acme", key1, valid)); r.StatusCode != 201 || r.Headers["Openwop-Idempotent-Replay"] != "true" {
 		t.Fatalf("the key with its first body after the refusals: %d %v %v, want its replay", r.StatusCode, r.Headers, m)
