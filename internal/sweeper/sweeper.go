@@ -110,6 +110,12 @@ type Result struct {
 	// expired item it returned was handled. False when the sweep stopped
 	// early (stop, or an error).
 	Complete bool
+	// SegmentsSwept counts the segments the sweep scanned to their end,
+	// the one it started with first. A sweep cut short with 0 did not
+	// finish even the segment its hour selected: while every sweep that
+	// starts there is cut short too, the segment's items past that point
+	// are swept by no sweep (the others reach it only from its start).
+	SegmentsSwept int
 }
 
 // Sweep deletes every item whose expiry is at or before now and returns how
@@ -176,6 +182,7 @@ func (w *Sweeper) SweepUntil(ctx context.Context, now time.Time, stop func() boo
 		if err != nil || !done {
 			return d.finish(&r, err)
 		}
+		r.SegmentsSwept++
 	}
 	res, err := d.finish(&r, nil)
 	res.Complete = err == nil

@@ -415,8 +415,8 @@ func TestSegmentsRotateHourly(t *testing.T) {
 			w := &sweeper.Sweeper{API: api, Table: table, PageSize: 3, Concurrency: 1, Segments: segments}
 			at := now.Add(time.Duration(h) * time.Hour)
 			r, _ := w.SweepUntil(ctx(t), at, nil)
-			if r.Complete {
-				t.Fatalf("sweep %d: complete after one of %d segments", h, segments)
+			if r.Complete || r.SegmentsSwept != 1 {
+				t.Fatalf("sweep %d: %+v after one of %d segments, want incomplete with the first swept", h, r, segments)
 			}
 			if len(api.segments) != 1 {
 				t.Fatalf("sweep %d: segments started %v", h, api.segments)
@@ -427,7 +427,7 @@ func TestSegmentsRotateHourly(t *testing.T) {
 			}
 		}
 		checkOnlyExpiredGone(t, c, table, n, expired)
-		if r, err := (&sweeper.Sweeper{API: c, Table: table, Segments: segments}).SweepUntil(ctx(t), now, nil); err != nil || !r.Complete || r.Deleted != 0 {
+		if r, err := (&sweeper.Sweeper{API: c, Table: table, Segments: segments}).SweepUntil(ctx(t), now, nil); err != nil || !r.Complete || r.Deleted != 0 || r.SegmentsSwept != segments {
 			t.Fatalf("an uncut sweep after them: %+v %v, want complete with nothing left to delete", r, err)
 		}
 		t.Logf("first segments of the hourly sweeps: %v", firsts)

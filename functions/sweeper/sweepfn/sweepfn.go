@@ -10,26 +10,31 @@
 // DeleteItem per item whose expiresAt is at or before the run's start, so a
 // renewed or re-claimed item survives).
 //
-// Each run sweeps its tables concurrently, each from the start of the
-// table, and stops before the Lambda deadline (the context's deadline minus
+// Each run sweeps its tables concurrently, each in Segments parallel-scan
+// segments one after another, starting at the segment its hour selects,
+// and stops before the Lambda deadline (the context's deadline minus
 // Margin): no call is issued after that point, the deletes in flight
 // finish, and the run returns normally. A call still unanswered at the
 // deadline less half the margin is cut there, and the run fails after
-// reporting. Nothing is carried to the next run:
-// the next run scans from the start again, and since the deleted items are
-// gone it meets only live items and whatever expired since, so repeated
-// runs converge. The limit of that statelessness: a table holding more
-// LIVE items than one run can scan in its time budget never gets its tail
-// swept; raise the function's timeout (at most 900 s) or schedule it more
-// often, and watch idemkit.sweeper.incomplete_total.
+// reporting. Nothing is carried to the next run: the next one starts a
+// segment further on, and since the deleted items are gone it meets only
+// live items and whatever expired since, so repeated runs converge, a
+// table larger than one run included, as long as each run finishes the
+// segment it starts with. The limit of that statelessness: a segment
+// holding more than one run can scan and delete in its time budget never
+// gets its tail swept (every run reaches it from its start), which
+// idemkit.sweeper.incomplete_total reports.
 //
 // Reported per table and run, with the bounded dimension "table" (effects |
 // fence | idempotency), as CloudWatch EMF:
 //
 //   - idemkit.sweeper.deleted_total: items deleted (emitted on every run,
 //     0 included, so a missing datapoint means the sweeper did not run);
-//   - idemkit.sweeper.incomplete_total: 1 when the run stopped before the
-//     end of that table (deadline or error), else 0.
+//   - idemkit.sweeper.incomplete_total: 1 when the run's time ran out
+//     before the end of the segment it started with (that segment's tail
+//     is swept by no run while this holds), else 0: a run that finished
+//     its first segment and stopped in a later one (the next runs start
+//     there) and a failed run (the invocation's error) report 0.
 //
 // Logs carry counts and table labels only, never keys.
 package sweepfn
@@ -112,7 +117,10 @@ type TableReport struct {
 	Expired  int    `json:"expired"`
 	Deleted  int    `json:"deleted"`
 	Complete bool   `json:"complete"`
-	Error    string `json:"error,omitempty"`
+	// SegmentsSwept counts the segments swept to their end, the one the
+	// run started with first.
+	SegmentsSwept int    `json:"segmentsSwept"`
+	Error         string `json:"error,omitempty"`
 }
 
 // Report is what one run did, in Targets order. It is the Lambda result.
@@ -196,7 +204,7 @@ func (h *Handler) Sweep(ctx context.Context) (Report, error) {
 	for i, t := range h.Targets {
 		wg.Go(func() {
 			r, err := t.Sweeper.SweepUntil(ctx, cutoff, stop)
-			tr := TableReport{Table: t.Label, Scanned: r.Scanned, Expired: r.Expired, Deleted: r.Deleted, Complete: r.Complete}
+			tr := TableReport{Table: t.Label, Scanned: r.Scanned, Expired: r.Expired, Deleted: r.Deleted, Complete: r.Complete, SegmentsSwept: r.SegmentsSwept}
 			if err != nil {
 				tr.Error = err.Error()
 				errs[i] = fmt.Errorf("sweepfn: %s table: %w", t.Label, err)
@@ -212,8 +220,11 @@ func (h *Handler) Sweep(ctx context.Context) (Report, error) {
 func (h *Handler) report(ctx context.Context, tr TableReport) {
 	dims := map[string]string{"table": tr.Table}
 	h.Metrics.Count(MetricDeleted, float64(tr.Deleted), dims)
+	// 1 only when the segment the run started with outlasted it: a run
+	// that stopped in a later segment is followed by one starting there,
+	// and a failed run is the invocation's error (RED_TEAM 680).
 	incomplete := 0.0
-	if !tr.Complete {
+	if tr.unswept() {
 		incomplete = 1
 	}
 	h.Metrics.Count(MetricIncomplete, incomplete, dims)
@@ -223,13 +234,22 @@ func (h *Handler) report(ctx context.Context, tr TableReport) {
 		log = slog.Default()
 	}
 	attrs := []slog.Attr{slog.String("table", tr.Table), slog.Int("deleted", tr.Deleted),
-		slog.Int("expired", tr.Expired), slog.Int("scanned", tr.Scanned), slog.Bool("complete", tr.Complete)}
+		slog.Int("expired", tr.Expired), slog.Int("scanned", tr.Scanned), slog.Bool("complete", tr.Complete),
+		slog.Int("segments_swept", tr.SegmentsSwept)}
 	switch {
 	case tr.Error != "":
 		log.LogAttrs(ctx, slog.LevelError, "sweeper: sweep failed; the next run resumes", append(attrs, slog.String("error", tr.Error))...)
+	case tr.unswept():
+		log.LogAttrs(ctx, slog.LevelWarn, "sweeper: stopped before the deadline inside the segment it started with; that segment's tail is swept by no run while this holds", attrs...)
 	case !tr.Complete:
 		log.LogAttrs(ctx, slog.LevelWarn, "sweeper: stopped before the deadline; the next run resumes", attrs...)
 	default:
 		log.LogAttrs(ctx, slog.LevelInfo, "sweeper: swept", attrs...)
 	}
+}
+
+// unswept reports a run whose time ran out before the end of the segment it
+// started with (not a failed run).
+func (tr TableReport) unswept() bool {
+	return !tr.Complete && tr.Error == "" && tr.SegmentsSwept == 0
 }
