@@ -2,9 +2,12 @@ package idemkit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +94,64 @@ func TestSweeperScheduleStartsEverySegmentInTurn(t *testing.T) {
 			}
 			seen[api.seg] = true
 		}
+	}
+}
+
+// The sweeper-incomplete alarms page on idemkit.sweeper.incomplete_total,
+// which a run sets to 1 only when its time ran out inside the segment it
+// started with: that segment's tail is swept by no run while it holds.
+// Such a segment is a run's first once in sweepfn.Segments runs (every run
+// only when every segment is that large), so one such run must page:
+// the threshold's default is 1. Before, the metric was 1 for every run
+// that stopped before the end of the table and the alarm needed 3 runs in
+// 3 hours, so a table the rotation swept to its end kept it in alarm and
+// the descriptions said its tail was never swept (RED_TEAM 680). The
+// alarms, the threshold, the dashboard and the runbook rows say what the
+// metric now counts.
+func TestSweeperIncompleteAlarmsPageAnUnsweptSegment(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	const says = "segment it started with"
+	alarms := 0
+	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
+		p := get(tp.resources[id], "Properties")
+		if n := get(p, "MetricName"); n == nil || n.Value != sweepfn.MetricIncomplete {
+			continue
+		}
+		alarms++
+		if d := get(p, "AlarmDescription").Value; !strings.Contains(d, says) || strings.Contains(d, "runs stop before the end") {
+			t.Errorf("%s: description %q does not say the alarm means a run's first segment unswept", id, d)
+		}
+		if s := get(p, "Statistic"); s == nil || s.Value != "Sum" {
+			t.Errorf("%s: statistic %v, want Sum", id, s)
+		}
+		th := tp.params[get(p, "Threshold").Value]
+		if def := get(th, "Default"); def == nil || def.Value != "1" {
+			t.Errorf("%s: threshold default %v: one run whose first segment outlasted it must page (that segment is a run's first once in %d runs)", id, def, sweepfn.Segments)
+		}
+		if d := get(th, "Description").Value; !strings.Contains(d, says) {
+			t.Errorf("%s: threshold description %q does not say what a counted run is", id, d)
+		}
+	}
+	if alarms != 2 {
+		t.Fatalf("%d alarms on %s, want the effects and idempotency tables'", alarms, sweepfn.MetricIncomplete)
+	}
+	dash, _ := json.Marshal(get(get(tp.resources["Dashboard"], "Properties"), "DashboardBody"))
+	if !strings.Contains(string(dash), "runs whose first segment outlasted them") {
+		t.Error("the dashboard does not say what its incomplete series counts")
+	}
+	b, err := os.ReadFile("docs/DEPLOYING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(row, "| `STACK-sweeper-incomplete`") || strings.HasPrefix(row, "| `STACK-sweeper-idempotency-incomplete`") {
+			alarms--
+			if !strings.Contains(row, says) || strings.Contains(row, "Every hourly run") {
+				t.Errorf("runbook row does not say what pages: %.80s", row)
+			}
+		}
+	}
+	if alarms != 0 {
+		t.Error("runbook rows of the two alarms not found")
 	}
 }
