@@ -99,6 +99,16 @@ func TestRunRetentionTemplateWiring(t *testing.T) {
 			if v.Tag != "!Ref" || v.Value != "RunRetentionDays" {
 				t.Errorf("%s: %s = %s %s, want !Ref RunRetentionDays", id, settings.EnvRunRetention, v.Tag, v.Value)
 			}
+			// Each function that ends runs raises a run retention below
+			// the Layer-1 retention to it (RED_TEAM 681), so each reads
+			// the api's policy and retention: an executor without them
+			// took the OpenWOP default's 24 hours and stamped the runs it
+			// ended with a shorter retention than the api's.
+			for name, param := range map[string]string{"IDEMPOTENCY_POLICY": "IdempotencyPolicy", "IDEMPOTENCY_RETENTION_HOURS": "RetentionHours"} {
+				if v, ok := fn.Environment.Variables[name]; !ok || v.Tag != "!Ref" || v.Value != param {
+					t.Errorf("%s sets %s but %s = %s %s, want !Ref %s", id, settings.EnvRunRetention, name, v.Tag, v.Value, param)
+				}
+			}
 		}
 		for name, ev := range fn.Events {
 			if ev.Type != "DynamoDB" || !strings.HasPrefix(ev.Properties.Stream.Value, "RunsTable.") {

@@ -88,12 +88,12 @@ const maxDurationDays = int(math.MaxInt64 / int64(24*time.Hour))
 // Settings lists every variable LoadEnv reads, in docs/CONFIGURATION.md's order.
 var Settings = []Setting{
 	{Name: idemenv.Table, DefaultDoc: "—", Doc: "Layer-1 table (the auditor writes a Layer-1 conflict's winner back into it under `reconciled-records`; the sweeper deletes its expired records in a `fenced-effects` home stack, where it has no TTL)", Functions: []string{"Api", "Auditor", "Sweeper"}, Layer1: true},
-	{Name: idemenv.Policy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](POLICIES.md#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api", "Sweeper"}, Layer1: true,
+	{Name: idemenv.Policy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](POLICIES.md#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api", "Executor", "Sweeper"}, Layer1: true,
 		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: " + orList(idem.PolicyNames()) + " (overrides IDEMPOTENCY_POLICY)"},
 	{Name: idemenv.Enabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers; the same `Idempotency-Key` twice then does the work twice, so `GET /.well-known/openwop` advertises no `idempotency` family and no `extensions[\"idemkit.idempotency\"]`, and `GET /runs/{runId}/effects`, gated on that family, is `404 not_found`)", Layer1: true},
 	{Name: idemenv.Required, Default: "false", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
 	{Name: idemenv.LeaseSeconds, Default: seconds(idem.DefaultLease), Min: int(idem.MinLease / time.Second), Max: int(idem.MaxLease / time.Second), Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
-	{Name: idemenv.RetentionHours, DefaultDoc: "the policy's: `24` (OpenWOP), `720` (ERP), forever (commerce)", Doc: "record retention; `0`/`forever` = never expire; OpenWOP rejects a finite value below 24", Functions: []string{"Api", "Sweeper"}, Layer1: true},
+	{Name: idemenv.RetentionHours, DefaultDoc: "the policy's: `24` (OpenWOP), `720` (ERP), forever (commerce)", Doc: "record retention; `0`/`forever` = never expire; OpenWOP rejects a finite value below 24", Functions: []string{"Api", "Executor", "Sweeper"}, Layer1: true},
 	{Name: idemenv.StoreTimeoutMS, Default: strconv.Itoa(int(idem.DefaultStoreTimeout / time.Millisecond)), Min: 100, Max: 60000, Note: "template: 3000", Functions: []string{"Api"}, Doc: "milliseconds each Layer-1 store call of a request may take (claim, polls, renewals, completion), also bounded by the request's deadline less 250 ms and the lease; a store that does not answer in time is `503 idemkit.store_unavailable` with `Retry-After` ([the budget](#the-request-budget-behind-an-http-api))", Layer1: true},
 	{Name: idemenv.WaitMS, Default: strconv.Itoa(int(idem.DefaultWait / time.Millisecond)), Min: 0, Max: 60000, Doc: "milliseconds a duplicate of an in-flight request waits for its outcome before `409 idempotency_in_flight` with `Retry-After` (`0`: answer at once), also bounded by the request's deadline less 250 ms (`idemkit dev --idempotency-wait`)", Layer1: true},
 	{Name: idemenv.DerivedKeys, Default: "false", Doc: "the derived-key mode: routes whose key is derived from the request (`idem.Route.DeriveKey`) are allowed under the chosen policy, its other rules unchanged ([a key derived from the request](POLICIES.md#a-key-derived-from-the-request))", Layer1: true},
@@ -106,7 +106,7 @@ var Settings = []Setting{
 		Unit: "whole seconds", num: func(e *Env, n int) { e.EffectLease = time.Duration(n) * time.Second }},
 	{Name: envEffectRetention, Default: strconv.Itoa(int(ledger.MinRetention / (24 * time.Hour))), Min: int(ledger.MinRetention / (24 * time.Hour)), Max: unbounded, Doc: "ledger retention", Functions: []string{"Api", "Executor"},
 		Unit: unitDays, num: func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour }},
-	{Name: EnvRunRetention, Default: "0", Min: 0, Max: unbounded, Doc: "days an ended run (completed, failed, cancelled) is kept after its end; RunsTable's TTL (`expiresAt`, stamped in the write that ends the run) then deletes it and `GET /runs/{runId}` is `404 not_found` (the error registry's code for a missing run). `0` = forever. A finite value below `EFFECT_RETENTION_DAYS` or the Layer-1 retention (when finite), or without `RUNS_TRANSACTIONAL` in effect, is refused at start-up ([what is kept how long](DEPLOYING.md#what-is-kept-and-for-how-long))", Functions: []string{"Api", "Executor"},
+	{Name: EnvRunRetention, Default: "0", Min: 0, Max: unbounded, Doc: "days an ended run (completed, failed, cancelled) is kept after its end; RunsTable's TTL (`expiresAt`, stamped in the write that ends the run) then deletes it and `GET /runs/{runId}` is `404 not_found` (the error registry's code for a missing run). `0` = forever. A finite value below `EFFECT_RETENTION_DAYS` or the Layer-1 retention (when finite) is raised to the longer of them, in whole days, with a configuration warning; one without `RUNS_TRANSACTIONAL` in effect is refused at start-up ([what is kept how long](DEPLOYING.md#what-is-kept-and-for-how-long))", Functions: []string{"Api", "Executor"},
 		Unit: unitDays, num: func(e *Env, n int) { e.RunRetention = time.Duration(n) * 24 * time.Hour }},
 	{Name: EnvCrossRegion, Default: CrossRegionSingle, Doc: "`single-region` \\| `reconciled-records` \\| `fenced-effects` (advertised in `GET /.well-known/openwop`)", Functions: []string{"Api", "Executor", "Auditor"}, set: func(e *Env, v string) error {
 		e.CrossRegion = v
@@ -271,7 +271,7 @@ var ErrConfig = errors.New("host: invalid environment")
 // IdempotencyTableRegion's default.
 func (e *Env) between() []string {
 	var p []string
-	p = append(p, e.runRetentionProblems()...)
+	e.raiseRunRetention()
 	if e.CrossRegion == CrossRegionFenced && e.FenceTable == "" {
 		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s", EnvCrossRegion, EnvFenceTable))
 	}
