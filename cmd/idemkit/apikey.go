@@ -270,6 +270,24 @@ examples:
 var stdin io.Reader = os.Stdin
 
 // hashForm is what --hash accepts, as a bad one's message says it.
+// hashShaped reports whether v reads as a stored hash mistyped: key#
+// (any letter case) or nothing before hex digits alone. Such a value is
+// quoted when refused; any other value the authorizer would take as a key
+// is not.
+func hashShaped(v string) bool {
+	h := strings.ToLower(v)
+	h = strings.TrimPrefix(h, "key#")
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if !('0' <= h[i] && h[i] <= '9' || 'a' <= h[i] && h[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
 const hashForm = "want the key's stored hash, key# and 64 hex digits (the api-keys item's pk), or the 64 hex digits alone"
 
 // readKeyLine returns the first line of r (at most a key, its line break
@@ -362,6 +380,12 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 			hash = "key#" + hash
 		}
 		if !apikeys.ValidHash(hash) {
+			if !hashShaped(*hashFlag) && apikeys.ValidKey(*hashFlag) {
+				// Not quoted: it may be the key itself, given for its
+				// hash (RED_TEAM 640), and stderr goes to CI logs and
+				// shared terminals.
+				return usageError(fs, stderr, "--hash (not shown; it may be the key itself): %s; to revoke by the key, give --key - and the key on stdin", hashForm)
+			}
 			return usageError(fs, stderr, "--hash %q: %s", *hashFlag, hashForm)
 		}
 	}

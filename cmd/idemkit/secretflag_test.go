@@ -38,3 +38,29 @@ func TestARefusedKeyFlagDoesNotEchoTheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusedRevokeHashDoesNotEchoAKey: `apikey revoke --hash` given the
+// key itself (a minted one, or any value the authorizer would take as a
+// key) instead of its stored hash is refused without quoting the value, as
+// the refusal of a key flag is (RED_TEAM 640); a value shaped as a hash
+// (key#, hex digits) that is not one is still quoted, to show the fault.
+func TestARefusedRevokeHashDoesNotEchoAKey(t *testing.T) {
+	for _, secret := range []string{"idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB", "k-S3CR3T-0123456789abcdef", "key#S3CR3T"} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"apikey", "revoke", "--hash", secret, "--endpoint", "http://127.0.0.1:9"}, &out, &errb)
+		first, _, _ := strings.Cut(errb.String(), "\n")
+		if code != 2 || !strings.Contains(first, "--hash") {
+			t.Errorf("%q: exit %d, first line %q; want 2, naming --hash", secret, code, first)
+		}
+		if strings.Contains(errb.String()+out.String(), "S3CR3T") {
+			t.Errorf("%q: the output quotes the value: %q", secret, errb.String())
+		}
+	}
+	for _, typo := range []string{"key#0123abc", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde"} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"apikey", "revoke", "--hash", typo, "--endpoint", "http://127.0.0.1:9"}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), typo) {
+			t.Errorf("%q: exit %d, %q; want 2, quoting the mistyped hash", typo, code, errb.String())
+		}
+	}
+}
