@@ -127,7 +127,7 @@ func storeErrorHint(err error, hint string) string {
 	var oerr *net.OpError
 	switch {
 	case errors.As(err, &ae):
-		return doing + what + ae.ErrorCode() + ": " + ae.ErrorMessage()
+		return doing + what + ae.ErrorCode() + ": " + awserr.RedactedMessage(err, ae.ErrorMessage())
 	case errors.As(err, &oerr):
 		return doing + what + "cannot reach the engine (" + oerr.Error() + "); " + hint
 	case errors.As(err, &ne):
@@ -208,7 +208,11 @@ func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 	if extra := endpointClientOptions.Load(); extra != nil {
 		optFns = append(optFns, *extra...)
 	}
-	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkDynamoHeaders, checkAnswerShape, awserr.MarkUnanswered}, optFns...)...)
+	// A call's error never quotes what the call sent (awserr.RedactValues),
+	// as against AWS (awsClient, through the functions' client): a
+	// rotation sends the signing secrets, and an engine's message may
+	// quote the item it refused (RED_TEAM 641).
+	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkDynamoHeaders, checkAnswerShape, awserr.MarkUnanswered, awserr.RedactValues}, optFns...)...)
 }
 
 // endpointClientOptions are options tests add to every client

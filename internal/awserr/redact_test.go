@@ -64,6 +64,15 @@ func TestRedactValuesKeepsTheTypedError(t *testing.T) {
 	if !errors.As(err, &ccf) || ccf.Item["pk"].(*types.AttributeValueMemberS).Value != pk {
 		t.Fatalf("errors.As lost the typed error or its item: %v", err)
 	}
+	// The service's own message, read from the typed error (as the CLI
+	// words a refusal), is redacted alike (RED_TEAM 641).
+	if msg := RedactedMessage(err, ccf.ErrorMessage()); strings.Contains(msg, "SECRET") || !strings.Contains(msg, keyhash.Log(pk)) ||
+		!strings.HasPrefix(msg, "The conditional request failed") {
+		t.Fatalf("RedactedMessage = %q; want the message with the values hashed", msg)
+	}
+	if msg := RedactedMessage(errors.New("x"), "plain "+pk); msg != "plain "+pk {
+		t.Fatalf("RedactedMessage of an error not redacted = %q; want the message as it is", msg)
+	}
 }
 
 // TestRedactValuesLeavesOtherErrorsAlone: an error quoting nothing the
