@@ -197,7 +197,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	for _, id := range slices.Sorted(maps.Keys(names)) {
 		if _, ok := defs[id]; !ok {
 			// --table names a table the template lacks (RED_TEAM 525).
-			return usageError(fs, stderr, "--table %s=%s: the template has no table %s (%s; its tables: %s)", id, names[id], id, templateName(*template), strings.Join(slices.Sorted(maps.Keys(defs)), ", "))
+			tables := strings.Join(slices.Sorted(maps.Keys(defs)), ", ")
+			if *template == "" {
+				tables += "; or short: " + strings.Join(tableNames(), ", ")
+			}
+			return usageError(fs, stderr, "--table %s=%s: the template has no table %s (%s; its tables: %s)", id, names[id], id, templateName(*template), tables)
 		}
 	}
 	if !slices.ContainsFunc(ids, func(id string) bool { return *endpoint != "" || names[id] != "" || os.Getenv(tableEnv[id]) != "" }) {

@@ -18,7 +18,7 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 	}{
 		{[]string{"effects", "resolve", "acme/e1", "--as", "maybe", "--endpoint", "http://127.0.0.1:1"},
 			[]string{`--as "maybe"`, "delivered", "not-delivered"}},
-		{[]string{"doctor", "--table", "Bogus=x", "--endpoint", "http://127.0.0.1:1"},
+		{[]string{"doctor", "--table", "Bogus=orders-idem", "--endpoint", "http://127.0.0.1:1"},
 			[]string{"IdempotencyTable", "ApiKeysTable", "idempotency", "api-keys"}},
 		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", "http://127.0.0.1:1", "extra"},
 			[]string{`unexpected argument "extra"`}},
