@@ -24,7 +24,7 @@ import (
 // TestReplayAllocations pins the in-process cost of a replay: a 1 KB JSON
 // request replayed from the in-memory store through HTTPAPI (header
 // parsing, key scope hash, JCS body digest, fingerprint, claim, record
-// copy, response building) makes at most 9 heap allocations, the response
+// copy, response building) makes at most replayAllocs heap allocations, the response
 // and the in-memory store's copy of the record included (12 before the
 // fingerprint, the record ID, the owner token and the raw body's hash
 // became one string). The bare adapter path without a key is pinned too.
@@ -79,15 +79,6 @@ func replayAllocsOf(t *testing.T, h idem.HTTPAPIHandler, ev events.APIGatewayV2H
 		}
 	})
 }
-
-// The allocation ceilings of TestReplayAllocations and
-// TestFirstExecutionAllocations.
-const (
-	replayAllocs                 = 8
-	noKeyAllocs                  = 8
-	firstExecutionAllocs         = 13
-	firstExecutionInLambdaAllocs = 11
-)
 
 // TestFirstExecutionAllocations pins the in-process cost of a first
 // execution (claim, handler, completion) of a 1 KB JSON request through

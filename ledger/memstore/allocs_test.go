@@ -16,12 +16,6 @@ import (
 	"github.com/idemkit/idemkit/ledger/memstore"
 )
 
-// The allocation ceilings of TestDoAllocations.
-const (
-	firstEffectAllocs = 39
-	duplicateAllocs   = 9
-)
-
 // TestDoAllocations pins the in-process cost of ledger.Do on the memory
 // store without a TracerProvider (the default): a first effect (its
 // identity computed, claim, effect function, outcome, the heartbeat
