@@ -19,7 +19,10 @@ import (
 // its default engine (DynamoDB Local) and checks each output the README
 // shows: the start-up lines with the two demo keys, the same key twice
 // (the second answer a replay; another body is a mismatch, another
-// tenant's key is refused), and `idemkit conform` with both keys. The
+// tenant's key is refused), and `idemkit conform` with both keys; and
+// functions/QUICKSTART.md's two answers of step 2, and its step 3's
+// claims that a create without a key is a new run each time and a read
+// without a credential 401. The
 // README writes the default address, http://127.0.0.1:3000; the test's
 // free address stands for it.
 func TestReadmeQuickstart(t *testing.T) {
@@ -56,13 +59,40 @@ func TestReadmeQuickstart(t *testing.T) {
 		}
 		return resp, asShown(string(dump))
 	}
-	first, _ := post(`{"workflowId":"conformance-noop"}`)
+	first, firstDump := post(`{"workflowId":"conformance-noop"}`)
 	second, dump := post(`{"workflowId":"conformance-noop"}`)
 	if first.StatusCode != 201 || first.Header.Get("Openwop-Idempotent-Replay") != "" || second.Header.Get("Openwop-Idempotent-Replay") != "true" {
 		t.Fatalf("first %d %v, second %v", first.StatusCode, first.Header, second.Header)
 	}
 	if err := testutil.MatchShown(testutil.ShownOutput(t, readme, "TestReadmeQuickstart/replay"), dump); err != nil {
 		t.Fatal(err)
+	}
+	// functions/QUICKSTART.md shows the same two answers with the run id of
+	// the run it was captured from, which stands for this run's.
+	quickstart := filepath.Join(shared.ModuleRoot(), "functions", "QUICKSTART.md")
+	opaque := regexp.MustCompile(`/runs/demo-a~2F([A-Za-z0-9_-]+)`).FindStringSubmatch(second.Header.Get("Location"))
+	if opaque == nil {
+		t.Fatalf("Location %q names no run of demo-a", second.Header.Get("Location"))
+	}
+	asQuickstart := func(s string) string { return strings.ReplaceAll(s, opaque[1], "EiKM5ObBRNnkb8eIZbJ4Sw") }
+	for name, got := range map[string]string{"quickstart-first": firstDump, "quickstart-replay": dump} {
+		if err := testutil.MatchShown(testutil.ShownOutput(t, quickstart, "TestReadmeQuickstart/"+name), asQuickstart(got)); err != nil {
+			t.Errorf("functions/QUICKSTART.md, %s: %v", name, err)
+		}
+	}
+	// Without a key each create is a new run; without a credential it is 401.
+	noKey := func() string {
+		code, m := devCall(t, "POST", url+"/runs", key, `{"workflowId":"conformance-noop"}`)
+		if code != 201 {
+			t.Fatalf("a create without a key: %d %v", code, m)
+		}
+		return m["runId"].(string)
+	}
+	if a, b := noKey(), noKey(); a == b {
+		t.Errorf("two creates without a key made one run, %s", a)
+	}
+	if code, m := devCall(t, "GET", strings.Replace(second.Header.Get("Location"), "http://127.0.0.1:3000", url, 1), "", ""); code != 401 || m["error"] != "unauthenticated" {
+		t.Errorf("reading the run without a key: %d %v, want 401 unauthenticated (functions/QUICKSTART.md, step 3)", code, m)
 	}
 	if r, d := post(`{"workflowId":"conformance-noop","inputs":{"other":1}}`); r.StatusCode != 409 || !strings.Contains(d, `"idempotency_key_mismatch"`) {
 		t.Fatalf("another body under the same key: %s", d)
