@@ -95,3 +95,27 @@ func compiledSources(t *testing.T) map[string]string {
 	}
 	return out
 }
+
+// TestDocsGoBlocksAreCompiledCode: as the README's, every Go block of every
+// Markdown file of the repository is a repository Go file or an Example
+// body, so what a reader pastes compiles and runs (client/README.md's
+// example had drifted from the Example it shows by a comment).
+func TestDocsGoBlocksAreCompiledCode(t *testing.T) {
+	known := compiledSources(t)
+	n := 0
+	for _, doc := range markdownFiles(t) {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+			n++
+			if code := strings.TrimSpace(m[1]); known[code] == "" {
+				t.Errorf("%s: Go block starting %q is neither a repository Go file nor an Example body; make it one (paste the file or the Example's body)", doc, firstLine(code))
+			}
+		}
+	}
+	if n < 5 {
+		t.Fatalf("found %d Go blocks in the Markdown files, want at least the 5 known", n)
+	}
+}

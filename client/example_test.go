@@ -32,7 +32,7 @@ func Example() {
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := c.Do(req)
 		if err != nil {
-			panic(err)
+			panic(err) // errors.As(err, new(*client.Error)) gives the key and attempts
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
