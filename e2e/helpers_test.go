@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -84,5 +85,18 @@ func TestRIEVersionPinned(t *testing.T) {
 	must(t, err)
 	if !strings.Contains(string(mk), "RIE_VERSION  := "+rieVersion+"\n") || strings.Contains(string(mk), "aws-lambda-rie@latest") {
 		t.Fatalf("Makefile does not pin aws-lambda-rie at %s", rieVersion)
+	}
+	// docs/DEPLOYING.md tells a user to install the RIE "at the version this
+	// repository pins": every version it names is that one.
+	doc, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "DEPLOYING.md"))
+	must(t, err)
+	named := regexp.MustCompile(`aws-lambda-rie@(\S+)`).FindAllSubmatch(doc, -1)
+	if len(named) == 0 {
+		t.Fatal("docs/DEPLOYING.md no longer says which aws-lambda-rie to install")
+	}
+	for _, m := range named {
+		if string(m[1]) != rieVersion {
+			t.Errorf("docs/DEPLOYING.md installs aws-lambda-rie@%s, the repository pins %s", m[1], rieVersion)
+		}
 	}
 }
