@@ -186,7 +186,14 @@ func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error
 	// Chunked, or inline as written by earlier versions (resp with respEnc,
 	// respLen and respSha).
 	blob := st.blob
-	if st.chunks > 0 {
+	if st.chunks != 0 {
+		// The reference is checked before any chunk is read: a count or
+		// length no completion writes (altered, or corrupt) is a
+		// corruption error, never an allocation sized by it nor a read
+		// of chunks no completion wrote (RED_TEAM 700).
+		if st.length <= 0 || st.length > maxBlob || st.chunks != (st.length+chunkSize-1)/chunkSize {
+			return idem.Record{}, fmt.Errorf("%w: record %s: %d chunk items for %d bytes", errCorrupt, logID(rec.ID), st.chunks, st.length)
+		}
 		var err error
 		blob, err = s.readChunks(ctx, rec.ID, st)
 		if err != nil {
