@@ -50,7 +50,7 @@
 //     encoding); a larger one is split into chunk items of up to 350 KB
 //     written (in parallel) before the completion under a key unique to
 //     that completion and referenced by it; the reference is fenced like
-//     the rest of the completion, a fenced completion deletes its chunks,
+//     the rest of the completion, a fenced or cancelled completion deletes its chunks,
 //     and chunk items carry the record's TTL. Reading a chunked response
 //     adds one strongly consistent BatchGetItem (repeated for unprocessed
 //     keys); its length and SHA-256 are verified, and a chunk item gone

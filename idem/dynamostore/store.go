@@ -342,8 +342,9 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 // stored form (encoded, deflated when that helps) does not fit in the
 // record item's 1 KB beside the record's own attributes (about 600 bytes)
 // is first written as chunk items of up to 350 KB under a key unique to
-// this completion, then referenced by the fenced write; if the fence fails
-// the chunks are deleted (best effort; they also carry the record's TTL).
+// this completion, then referenced by the fenced write; if the fence fails,
+// or the transaction is cancelled, the chunks are deleted (best effort;
+// they also carry the record's TTL).
 // A chunk write that fails (throttled past the SDK's retries, say) fails
 // the completion before its write of the record, or its transaction, is
 // sent: the error matches idem.ErrRecordNotSent beside its cause.
@@ -440,7 +441,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 				return &idem.WriteConflictError{Index: -1, Err: err}
 			}
 		}
-		return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
+		return s.cancelled(ctx, id, ref, &sent, err)
 	}
 	if aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 		return s.fenceFailed(ctx, id, reasons[0].Item, &sent, mine, ref)
@@ -452,6 +453,20 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 			s.dropChunks(ctx, id, ref)
 			return &idem.WriteConflictError{Index: i, Err: err}
 		}
+	}
+	return s.cancelled(ctx, id, ref, &sent, err)
+}
+
+// cancelled is the error of a completion transaction cancelled for no
+// failed condition (a conflicting transaction, throttling, a validation
+// error). A cancelled send applied nothing: when it was the call's only
+// send, the chunk items written for the response are deleted, referenced
+// by nothing, as a fenced completion's are (under a retention of forever
+// they carry no TTL, and stayed for good: RED_TEAM 701). After an SDK
+// retry an earlier send may have applied the completion, so they stay.
+func (s *Store) cancelled(ctx context.Context, id string, ref *responseRef, sent *sendCount, err error) error {
+	if !sent.retried() {
+		s.dropChunks(ctx, id, ref)
 	}
 	return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
 }
