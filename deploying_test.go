@@ -147,7 +147,7 @@ func TestSQSSnippetHasDeadLetterQueue(t *testing.T) {
 // FenceTable with its CrossRegion (kit.TagCrossRegion), and a replica-region
 // stack gives its api and executor that table's ARN (HOME_FENCE_TABLE_ARN)
 // and the one action that reads the tag on it, so each refuses to start
-// under another CrossRegion than the home's (RED_TEAM 600). A home-region
+// under another CrossRegion than the home's (RED_TEAM 537). A home-region
 // stack reads no tag and is granted none. Before, no stack could see the
 // home's posture, and a replica deployed with another one served.
 func TestReplicaStackReadsTheHomesCrossRegion(t *testing.T) {
@@ -222,7 +222,7 @@ func walkStatements(n *yaml.Node, f func(act, res *yaml.Node)) {
 // `ApiReservedConcurrency` a Number, "00", "-0" or "+0" passed MinValue 0,
 // were not "0", so the stack reserved them, and Lambda throttled every
 // invocation of an api function reserved zero, where the description
-// promised "0 - no reservation" (RED_TEAM 601). Such a parameter is a
+// promised "0 - no reservation" (RED_TEAM 538). Such a parameter is a
 // String whose pattern admits one spelling of each value.
 func TestNumberParametersAreNotComparedAsText(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)

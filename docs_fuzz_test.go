@@ -19,7 +19,7 @@ var fuzzTarget = regexp.MustCompile(`(?m)^func (Fuzz[A-Za-z0-9_]*)\(`)
 // matches more than one fuzz test of the package ("will not fuzz, -fuzz
 // matches more than one fuzz test") or none, so every fuzz command a
 // document gives matches exactly one fuzz test of the package it names
-// (RED_TEAM 660: SECURITY.md's `-fuzz FuzzHandle` matched FuzzHandle and
+// (RED_TEAM 542: SECURITY.md's `-fuzz FuzzHandle` matched FuzzHandle and
 // FuzzHandleEnvelope and fuzzed nothing).
 func TestDocFuzzCommandsMatchOneTarget(t *testing.T) {
 	found := 0

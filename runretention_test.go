@@ -100,7 +100,7 @@ func TestRunRetentionTemplateWiring(t *testing.T) {
 				t.Errorf("%s: %s = %s %s, want !Ref RunRetentionDays", id, settings.EnvRunRetention, v.Tag, v.Value)
 			}
 			// Each function that ends runs raises a run retention below
-			// the Layer-1 retention to it (RED_TEAM 681), so each reads
+			// the Layer-1 retention to it (RED_TEAM 546), so each reads
 			// the api's policy and retention: an executor without them
 			// took the OpenWOP default's 24 hours and stamped the runs it
 			// ended with a shorter retention than the api's.

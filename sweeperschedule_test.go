@@ -105,7 +105,7 @@ func TestSweeperScheduleStartsEverySegmentInTurn(t *testing.T) {
 // the threshold's default is 1. Before, the metric was 1 for every run
 // that stopped before the end of the table and the alarm needed 3 runs in
 // 3 hours, so a table the rotation swept to its end kept it in alarm and
-// the descriptions said its tail was never swept (RED_TEAM 680). The
+// the descriptions said its tail was never swept (RED_TEAM 545). The
 // alarms, the threshold, the dashboard and the runbook rows say what the
 // metric now counts.
 func TestSweeperIncompleteAlarmsPageAnUnsweptSegment(t *testing.T) {

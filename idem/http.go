@@ -141,7 +141,7 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 	if router, ok := next.(patternRouter); ok && operation == "" && route == nil {
 		// With Config.HTTPOperation the mux still says which requests
 		// no pattern serves (its 404, 405 or redirect, passed through:
-		// RED_TEAM 567); the operation and fingerprint stay the hook's.
+		// RED_TEAM 532); the operation and fingerprint stay the hook's.
 		mux = &muxRoutes{router: router, gateOnly: g.cfg.HTTPOperation != nil}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -286,7 +286,7 @@ func recorded(next http.Handler, w http.ResponseWriter, r *http.Request, in *req
 				// Likewise when only its own context ended: the Guard cut
 				// its lease (ErrLeaseLost), as an API Gateway handler
 				// returning the cause is answered (503 or 409 in flight,
-				// the record released: RED_TEAM 565).
+				// the record released: RED_TEAM 530).
 				return nil, context.Cause(ctx)
 			}
 		}

@@ -337,14 +337,14 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 		// mounting one of several applications, a trailing slash
 		// removed): the path the client sent is in the fingerprint
 		// too, so that two applications' routes of one pattern under
-		// two prefixes never share an answer (RED_TEAM 568). A retry
+		// two prefixes never share an answer (RED_TEAM 533). A retry
 		// is sent to the same path, so it is still the replay.
 		in.parts.path = sentPathTag + sent + " " + in.parts.path
 	}
 	if tenant != nil {
 		// A tenant only when the source says ok: one that declines
 		// may still return the string it read (an unverified token's
-		// claim), which is no tenant (RED_TEAM 562).
+		// claim), which is no tenant (RED_TEAM 527).
 		if t, ok := tenant(r); ok {
 			in.tenant = t
 		}

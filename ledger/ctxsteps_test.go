@@ -157,7 +157,7 @@ func (s *hungClaim) Create(ctx context.Context, r *ledger.Record, now time.Time)
 }
 
 // A claim's store call outlives its caller's cancellation (it is given
-// back after it landed, RED_TEAM 580), but not without bound: a store that
+// back after it landed, RED_TEAM 534), but not without bound: a store that
 // never answers is given Config.OutcomeTimeout once the caller went away,
 // and Do returns, nothing called.
 func TestClaimOfAGoneCallerIsBoundedByTheOutcomeTimeout(t *testing.T) {

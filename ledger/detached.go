@@ -94,7 +94,7 @@ func (c *detachedCtx) release() {
 // would find nothing of its own to release and the claim, landing after
 // it, would hold the effect in flight for its whole lease, its attempt
 // (the fire mark, without a Fencer) then reported escaped although its
-// function was never called (RED_TEAM 580). Once the caller went away
+// function was never called (RED_TEAM 534). Once the caller went away
 // the call gets at most Config.OutcomeTimeout more, so a store that hangs
 // does not hold Do without bound. A context that cannot be cancelled is
 // used as it is (no allocation).

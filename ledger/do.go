@@ -481,7 +481,7 @@ func replay(cur *Record) (Result, error) {
 	r := Result{EffectID: cur.EffectID, ProviderKey: cur.ProviderKey, Replayed: true, Attempt: cur.Attempt}
 	for i := len(cur.Attempts) - 1; i >= 0; i-- {
 		// The attempt that produced the outcome: the last one, unless
-		// attempts refused by its fence pass followed it (RED_TEAM 582).
+		// attempts refused by its fence pass followed it (RED_TEAM 536).
 		if cur.Attempts[i].State == AttemptCompleted {
 			r.Attempt = cur.Attempts[i].N
 			break
@@ -859,7 +859,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// fenced as every outcome, and the next attempt fires at once
 		// (under a fence, reopening the pass its token may hold); left
 		// firing, it would be reclaimed as escaped, and under a fence
-		// every later attempt refused by that pass (RED_TEAM 581). The
+		// every later attempt refused by that pass (RED_TEAM 535). The
 		// attempt stays firing,
 		// as after a refused renewal; once its lease ends the next
 		// executor reclaims it as escaped and reuses the provider key.
@@ -1001,7 +1001,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 // strandedOutcome returns the record that writes done, a success (or a
 // NotSent) whose own outcome write was refused, over cur, the record that
 // refused it, when the fence proves that no other attempt passed since
-// (RED_TEAM 582): cur is the same live record (created when done's was,
+// (RED_TEAM 536): cur is the same live record (created when done's was,
 // to the millisecond a store keeps), released,
 // still at done's fencing token (no later fire mark wrote another), done's
 // attempt in it escaped (reclaimed after its lease ran out) and every

@@ -382,7 +382,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 		if !apikeys.ValidHash(hash) {
 			if !hashShaped(*hashFlag) && apikeys.ValidKey(*hashFlag) {
 				// Not quoted: it may be the key itself, given for its
-				// hash (RED_TEAM 640), and stderr goes to CI logs and
+				// hash (RED_TEAM 540), and stderr goes to CI logs and
 				// shared terminals.
 				return usageError(fs, stderr, "--hash (not shown; it may be the key itself): %s; to revoke by the key, give --key - and the key on stdin", hashForm)
 			}

@@ -105,7 +105,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		k, n, ok := strings.Cut(v, "=")
 		id, known := tableIDs[strings.TrimSpace(k)]
 		if !known && logicalIDPattern.MatchString(strings.TrimSpace(k)) {
-			// A --template's own logical ID (RED_TEAM 525): checked
+			// A --template's own logical ID (RED_TEAM 518): checked
 			// against the template once it is read.
 			id, known = strings.TrimSpace(k), true
 		}
@@ -177,7 +177,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	if len(defs) == 0 {
-		// Nothing to compare with (RED_TEAM 526): said as such, not as
+		// Nothing to compare with (RED_TEAM 519): said as such, not as
 		// tables left unnamed.
 		return usageError(fs, stderr, "--template %q: has no DynamoDB table (AWS::DynamoDB::Table or AWS::DynamoDB::GlobalTable) to compare with", *template)
 	}
@@ -196,7 +196,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	for _, id := range slices.Sorted(maps.Keys(names)) {
 		if _, ok := defs[id]; !ok {
-			// --table names a table the template lacks (RED_TEAM 525).
+			// --table names a table the template lacks (RED_TEAM 518).
 			tables := strings.Join(slices.Sorted(maps.Keys(defs)), ", ")
 			if *template == "" {
 				tables += "; or short: " + strings.Join(tableNames(), ", ")
@@ -241,7 +241,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			// The tables at an endpoint (an emulator's, LocalStack's:
 			// `idemkit tables create`'s and dev's) are made without
 			// deletion protection, so that they can be deleted: it is
-			// compared on AWS only (RED_TEAM 522).
+			// compared on AWS only (RED_TEAM 515).
 			d.DeletionProtection = false
 			reps := map[string]tables.ReplicaSetting{}
 			for region, rs := range d.ReplicaSettings {
@@ -270,7 +270,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		r, err := tables.Check(ctx, tc, d, name)
 		// Each ACTIVE replica in its own region: what DynamoDB keeps per
-		// replica (RED_TEAM 523). A refusal there makes the table error.
+		// replica (RED_TEAM 516). A refusal there makes the table error.
 		for _, region := range r.ActiveReplicas {
 			if err != nil || r.Missing {
 				break

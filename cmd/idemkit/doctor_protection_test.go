@@ -15,7 +15,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// RED_TEAM 522: `idemkit doctor` on AWS (no --endpoint) compares deletion
+// RED_TEAM 515: `idemkit doctor` on AWS (no --endpoint) compares deletion
 // protection, which every table of template.yaml has: a table without it
 // differs (exit 1), the line giving the command that turns it on, and the
 // same table with it is ok. At an --endpoint (an emulator's or LocalStack's

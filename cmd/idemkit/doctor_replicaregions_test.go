@@ -98,7 +98,7 @@ func regionalAnswers(t *testing.T, name string, regions map[string]regionTable) 
 	}
 }
 
-// RED_TEAM 523: doctor checks each ACTIVE replica of a global table in
+// RED_TEAM 516: doctor checks each ACTIVE replica of a global table in
 // its own region, for what DynamoDB keeps per replica and the template
 // gives every replica: point-in-time recovery and deletion protection (a
 // replica added with update-table --replica-updates has neither). TTL,

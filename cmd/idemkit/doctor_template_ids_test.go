@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/idemkit/internal/tables"
 )
 
-// RED_TEAM 525: a table of a --template FILE whose logical ID is not one
+// RED_TEAM 518: a table of a --template FILE whose logical ID is not one
 // of template.yaml's five (a user's own stack: OrdersTable) can be named
 // with --table and --only, as doctor's help says (--table LogicalID=NAME):
 // checked on AWS by its deployed name. Before, --table OrdersTable=NAME
@@ -92,7 +92,7 @@ func TestDoctorNamesATemplatesOwnTables(t *testing.T) {
 	}
 }
 
-// RED_TEAM 526: a --template with no DynamoDB table (a template of
+// RED_TEAM 519: a --template with no DynamoDB table (a template of
 // functions only, or the wrong file) is said to be so, a usage error.
 // Before, doctor answered "no table to check: give --endpoint, --table
 // LogicalID=NAME or the tables' variables" even when --endpoint was given.

@@ -16,7 +16,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// RED_TEAM 524: a table named twice in --only (idempotency,idempotency,
+// RED_TEAM 517: a table named twice in --only (idempotency,idempotency,
 // or by its short name and its logical ID, or in two --only flags) is one
 // table. Before, doctor checked and printed it once per mention ("could
 // not check IdempotencyTable, IdempotencyTable, IdempotencyTable").

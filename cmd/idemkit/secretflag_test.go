@@ -42,7 +42,7 @@ func TestARefusedKeyFlagDoesNotEchoTheKey(t *testing.T) {
 // TestARefusedRevokeHashDoesNotEchoAKey: `apikey revoke --hash` given the
 // key itself (a minted one, or any value the authorizer would take as a
 // key) instead of its stored hash is refused without quoting the value, as
-// the refusal of a key flag is (RED_TEAM 640); a value shaped as a hash
+// the refusal of a key flag is (RED_TEAM 540); a value shaped as a hash
 // (key#, hex digits) that is not one is still quoted, to show the fault.
 func TestARefusedRevokeHashDoesNotEchoAKey(t *testing.T) {
 	for _, secret := range []string{"idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB", "k-S3CR3T-0123456789abcdef", "key#S3CR3T"} {

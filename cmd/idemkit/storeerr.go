@@ -211,7 +211,7 @@ func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 	// A call's error never quotes what the call sent (awserr.RedactValues),
 	// as against AWS (awsClient, through the functions' client): a
 	// rotation sends the signing secrets, and an engine's message may
-	// quote the item it refused (RED_TEAM 641).
+	// quote the item it refused (RED_TEAM 541).
 	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkDynamoHeaders, checkAnswerShape, awserr.MarkUnanswered, awserr.RedactValues}, optFns...)...)
 }
 

@@ -52,7 +52,7 @@ func valueQuotingFault(op string, n *int) func(*dynamodb.Options) {
 // neither the one given on stdin (a live secret copied to another region's
 // table) nor the current one, which a rotation sends as its condition. The
 // CLI's clients word a DynamoDB error as the functions' do, each value the
-// call sent replaced by its keyed hash (RED_TEAM 641); against AWS they
+// call sent replaced by its keyed hash (RED_TEAM 541); against AWS they
 // did already.
 func TestARefusedRotationDoesNotQuoteASecret(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)

@@ -124,7 +124,7 @@ func onlyFlagOf(fs *flag.FlagSet, usage string, anyID bool) *[]string {
 			if !ok {
 				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
 			}
-			if !slices.Contains(only, id) { // named twice, one table (RED_TEAM 524)
+			if !slices.Contains(only, id) { // named twice, one table (RED_TEAM 517)
 				only = append(only, id)
 			}
 		}

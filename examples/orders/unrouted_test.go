@@ -17,7 +17,7 @@ import (
 
 // The net/http example answers a request no route serves in the error
 // envelope every other answer of it uses, not net/http's text (RED_TEAM
-// 520): an unknown path is 404 not_found, a known path with another method
+// 513): an unknown path is 404 not_found, a known path with another method
 // 405 with the vendor code idemkit.method_not_allowed (the registry has no
 // 405 row) and the Allow header the ServeMux sets. Both validate against
 // error-envelope.schema.json; a registered code carries the registry's

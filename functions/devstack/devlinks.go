@@ -40,7 +40,7 @@ func loopbackOrigin(base string) func(events.APIGatewayV2HTTPRequest) string {
 // 0.0.0.0:3000, [::]:3000: every interface), http://localhost:PORT, a
 // name a client on this machine (or a container's or VM's host, through
 // its forwarded port) can follow, where http://[::]:PORT is none
-// (RED_TEAM 521). Dev keeps listening where it was asked; only the links
+// (RED_TEAM 514). Dev keeps listening where it was asked; only the links
 // and the lines it prints change. A request's Host is never the base
 // (loopbackOrigin trusts only loopback names): an answer is recorded and
 // replayed to every caller of its key.

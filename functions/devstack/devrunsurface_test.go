@@ -494,7 +494,7 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 				var src, got map[string]any
 				_ = json.Unmarshal(a.raw[i], &src)
 				_ = json.Unmarshal(fa.raw[i], &got)
-				// The fork's own runId and eventId (RED_TEAM 620): an
+				// The fork's own runId and eventId (RED_TEAM 539): an
 				// eventId is never the source's.
 				if got["eventId"] == src["eventId"] {
 					t.Fatalf("%s fork at %d: event %d has the source's eventId %v", mode, from, i, src["eventId"])

@@ -17,7 +17,7 @@ import (
 
 // TestDevOnEveryInterfaceNamesLocalhost: `idemkit dev --addr :PORT` (or
 // 0.0.0.0:PORT, [::]:PORT) listens on every interface, as asked, and
-// names itself http://localhost:PORT (RED_TEAM 521): in its ready and try
+// names itself http://localhost:PORT (RED_TEAM 514): in its ready and try
 // lines, Stack.URL, and the links of a request whose Host is no loopback
 // name of it (Location, statusUrl, eventsUrl), where it named
 // http://[::]:PORT, an address a client cannot reach. A line says where it

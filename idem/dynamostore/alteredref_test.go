@@ -18,7 +18,7 @@ import (
 // before any chunk is read: never a crash of the process (a negative
 // count or length panicked in make and bytes.Buffer.Grow), never an
 // allocation sized by the altered number, never thousands of batch
-// reads for a count no completion writes. (RED_TEAM 700)
+// reads for a count no completion writes. (RED_TEAM 547)
 func TestAlteredChunkReferenceIsCorruption(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)

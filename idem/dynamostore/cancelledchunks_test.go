@@ -17,7 +17,7 @@ import (
 // conflicting completion's are. Before, they stayed, referenced by
 // nothing: under a retention of forever (no TTL on them), for good. A
 // later completion by the same owner is then replayed exactly, with its
-// own chunks only. (RED_TEAM 701)
+// own chunks only. (RED_TEAM 548)
 func TestCancelledTransactionLeavesNoChunks(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)

@@ -190,7 +190,7 @@ func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error
 		// The reference is checked before any chunk is read: a count or
 		// length no completion writes (altered, or corrupt) is a
 		// corruption error, never an allocation sized by it nor a read
-		// of chunks no completion wrote (RED_TEAM 700). Every version
+		// of chunks no completion wrote (RED_TEAM 547). Every version
 		// split the whole blob into chunkSize pieces.
 		limit := maxBlob // a deflated blob is shorter than what it inflates to
 		if st.enc != encFlate {

@@ -462,7 +462,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 // error). A cancelled send applied nothing: when it was the call's only
 // send, the chunk items written for the response are deleted, referenced
 // by nothing, as a fenced completion's are (under a retention of forever
-// they carry no TTL, and stayed for good: RED_TEAM 701). After an SDK
+// they carry no TTL, and stayed for good: RED_TEAM 548). After an SDK
 // retry an earlier send may have applied the completion, so they stay.
 func (s *Store) cancelled(ctx context.Context, id string, ref *responseRef, sent *sendCount, err error) error {
 	if !sent.retried() {

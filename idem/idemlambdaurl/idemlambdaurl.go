@@ -97,7 +97,7 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 type panicKey struct{}
 
 // panicked is the panic of an invocation's handler that ended it before
-// its answer began (RED_TEAM 560). A guarded handler that aborts its
+// its answer began (RED_TEAM 525). A guarded handler that aborts its
 // response (http.ErrAbortHandler, as httputil.ReverseProxy does when its
 // upstream's body breaks off) has its record released and the abort
 // passed on by the Guard, as net/http aborts it; lambdaurl serves the

@@ -83,7 +83,7 @@ func redact(err error, text string, values []string) error {
 // wraps (the service's own message, smithy.APIError's ErrorMessage), with
 // the values RedactValues replaced in err's text replaced alike: a message
 // read under the redaction quotes no more than the error's text does
-// (RED_TEAM 641).
+// (RED_TEAM 541).
 func RedactedMessage(err error, msg string) string {
 	var re *redactedError
 	if !errors.As(err, &re) {

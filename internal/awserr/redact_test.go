@@ -65,7 +65,7 @@ func TestRedactValuesKeepsTheTypedError(t *testing.T) {
 		t.Fatalf("errors.As lost the typed error or its item: %v", err)
 	}
 	// The service's own message, read from the typed error (as the CLI
-	// words a refusal), is redacted alike (RED_TEAM 641).
+	// words a refusal), is redacted alike (RED_TEAM 541).
 	if msg := RedactedMessage(err, ccf.ErrorMessage()); strings.Contains(msg, "SECRET") || !strings.Contains(msg, keyhash.Log(pk)) ||
 		!strings.HasPrefix(msg, "The conditional request failed") {
 		t.Fatalf("RedactedMessage = %q; want the message with the values hashed", msg)

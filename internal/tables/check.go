@@ -154,7 +154,7 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 		}
 	}
 
-	// Deletion protection (RED_TEAM 522): without it one delete-table call
+	// Deletion protection (RED_TEAM 515): without it one delete-table call
 	// removes the records every retried key and effect is answered from.
 	if d.DeletionProtection && !aws.ToBool(t.DeletionProtectionEnabled) {
 		differ("deletion protection: disabled (template: enabled; one delete-table call removes the table and every record in it); turn it on: %s",
@@ -343,7 +343,7 @@ func differReplicas(r *Report, d Def, t *types.TableDescription) {
 }
 
 // CheckReplica checks the replica in region of the global table name, the
-// template's d, with c, a client of that region (RED_TEAM 523): what
+// template's d, with c, a client of that region (RED_TEAM 516): what
 // DynamoDB keeps per replica and the template gives each (d.ReplicaSettings):
 // its deletion protection (DescribeTable) and point-in-time recovery
 // (DescribeContinuousBackups), and that it is there and usable. TTL, the

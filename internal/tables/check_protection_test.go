@@ -13,7 +13,7 @@ import (
 	"github.com/idemkit/idemkit/internal/tables"
 )
 
-// RED_TEAM 522: every table of template.yaml (a global table's replica in
+// RED_TEAM 515: every table of template.yaml (a global table's replica in
 // the stack's region) and of the snippets docs/DEPLOYING.md shows has
 // deletion protection, read into Def.DeletionProtection; Check reports a
 // deployed table without it as a difference naming the command that turns
@@ -30,7 +30,7 @@ func TestCheckDeletionProtection(t *testing.T) {
 			if !d.DeletionProtection {
 				t.Errorf("template.yaml %v: %s read without deletion protection", params, id)
 			}
-			// Each replica's own settings (RED_TEAM 523).
+			// Each replica's own settings (RED_TEAM 516).
 			for _, region := range d.ReplicaRegions {
 				if rs := d.ReplicaSettings[region]; !rs.DeletionProtection || !rs.PointInTimeRecovery {
 					t.Errorf("template.yaml %v: %s's replica in %s read as %+v, want deletion protection and point-in-time recovery", params, id, region, rs)

@@ -33,7 +33,7 @@ func TestCheckFindsWhatDiffers(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Local tables are made without deletion protection, so that they
-		// can be deleted; doctor compares it on AWS only (RED_TEAM 522).
+		// can be deleted; doctor compares it on AWS only (RED_TEAM 515).
 		defs := map[string]tables.Def{}
 		for id, d := range embedded {
 			d.DeletionProtection = false

@@ -159,7 +159,7 @@ func TestCheckReplicas(t *testing.T) {
 			KeySchema:            d.KeySchema,
 			StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: d.StreamViewType},
 			Replicas:             reps,
-			// As the template deploys it (RED_TEAM 522).
+			// As the template deploys it (RED_TEAM 515).
 			DeletionProtectionEnabled: aws.Bool(true),
 		}
 		if version != "" {

@@ -74,7 +74,7 @@ func (a *cutAPI) apply() int {
 // A Do whose caller goes away while its claim (or its reclaim of a
 // released effect) is on the way never calls the effect function, and
 // leaves nothing in flight: the next Do fires at once, once, and the cut
-// attempt is shown released, never escaped. Before (RED_TEAM 580), the
+// attempt is shown released, never escaped. Before (RED_TEAM 534), the
 // claim's call ended with the caller's context and its give-back was
 // written before the claim landed, finding nothing of its own; the claim
 // then landed, so every Do of the effect was refused as in flight for the

@@ -119,7 +119,7 @@ type pendingRunCase struct {
 // forgotten), a create whose runner is unavailable (503, a failed action
 // kept), a retry of a run that has not failed (409, kept), a retry of a
 // missing run (404, kept). A create refused for its body (400) is
-// answered before the claim (RED_TEAM 542): no execution is pending for a
+// answered before the claim (RED_TEAM 522): no execution is pending for a
 // duplicate to find, and each duplicate is that same 400
 // (TestBodyRefusedForItselfIsAnsweredBeforeTheClaim).
 var pendingRunCases = []pendingRunCase{

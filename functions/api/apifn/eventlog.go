@@ -15,7 +15,7 @@ import (
 //     nodeId, payload, timestamp and sequence), under the fork's runId and
 //     with eventIds of the fork's own, as every event of a run (eventID):
 //     an eventId is globally unique and run-scoped, so two runs never
-//     serve one (RED_TEAM 620); any other run with run.started at
+//     serve one (RED_TEAM 539); any other run with run.started at
 //     sequence 0;
 //   - then the run's own node events (Run.Log), one sequence each, in the
 //     order the executor recorded them.

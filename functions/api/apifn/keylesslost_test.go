@@ -13,7 +13,7 @@ import (
 // (lost, then throttled until the SDK gave up) is answered 201 with that
 // run, as one whose answer was lost once is: an error here left the run
 // to execute while its client, told to try again, created a second
-// (RED_TEAM 543). On every emulator.
+// (RED_TEAM 523). On every emulator.
 func TestKeylessCreateWhoseEveryAnswerWasLostIsAnsweredItsRun(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		faults := dynamotest.NewFaults()

@@ -15,7 +15,7 @@ import (
 // schema does not define, an unknown workflow, a fork's mode) is answered
 // before Layer 1 claims its key, as the bulk cancel's, a cancel's, a
 // pause's and a resume's bodies are: nothing is written or recorded
-// (RED_TEAM 542; the round trips are TestRoundTripsPerRoute's). The
+// (RED_TEAM 522; the round trips are TestRoundTripsPerRoute's). The
 // contract: validation comes before the key's comparison, so a key used
 // with a valid body and sent again with an invalid one is 400
 // validation_error (it was 409 idempotency_key_mismatch), and the same
@@ -41,7 +41,7 @@ func TestBodyRefusedForItselfIsAnsweredBeforeTheClaim(t *testing.T) {
 			t.Errorf("the used key with %s: %d %v, want 400 validation_error", body, r.StatusCode, m)
 		}
 	}
-	// A 403 no key records (RED_TEAM 542): before the claim too.
+	// A 403 no key records (RED_TEAM 522): before the claim too.
 	if r, m := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop","configurable":{"version":1,"ai":{"credentialRef":"c"}}}`)); r.StatusCode != 403 || m["error"] != "credential_forbidden" {
 		t.Errorf("the used key with a credentialRef: %d %v, want 403 credential_forbidden", r.StatusCode, m)
 	}
@@ -78,7 +78,7 @@ func TestBodyRefusedForItselfIsAnsweredBeforeTheClaim(t *testing.T) {
 
 // TestBodyRefusalKeepsTheERPPolicyHeaders: under the ERP policy, which
 // adds its headers to every guarded answer, a createRun body refused for
-// itself is still answered under the claim (RED_TEAM 542), with them, as
+// itself is still answered under the claim (RED_TEAM 522), with them, as
 // before: an answer before the claim would lack them.
 func TestBodyRefusalKeepsTheERPPolicyHeaders(t *testing.T) {
 	f := hostOf(t, runs.NewMemRuns(), idem.Config{BodyTenantField: "tenantId", Policy: erp.Policy, Routes: kit.Layer1Routes()}, nil)

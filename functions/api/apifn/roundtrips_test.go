@@ -49,7 +49,7 @@ func newTripEnv(t *testing.T, e *dynamotest.Emulator, transactional bool, policy
 	env := &tripEnv{cnt: dynamotest.NewCounter()}
 	c := e.Client(dynamotest.FastRetries, env.cnt.Middleware())
 	// Told what the engine returns on a refused write, as the kit tells
-	// it on DynamoDB (RED_TEAM 541).
+	// it on DynamoDB (RED_TEAM 521).
 	env.rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional,
 		ReturnsOldOnConditionFailure: e.Caps.ReturnValuesOnConditionCheckFailure}
 	st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
@@ -259,7 +259,7 @@ func tripRows() []tripRow {
 				return keyedReq(env, "POST", "/runs", `{"workflowId":"conformance-noop","tenantId":"globex"}`)
 			}},
 		// Refused for the body alone (its members, its workflow) before
-		// the claim: nothing written (RED_TEAM 542).
+		// the claim: nothing written (RED_TEAM 522).
 		{method: "POST", pattern: "/runs", outcome: "validation refusal", status: 400, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", "/runs", `{"workflowId":"conformance-noop","bogus":1}`)
@@ -314,7 +314,7 @@ func tripRows() []tripRow {
 	for _, w := range []write{
 		// A cancel of no run also writes its marker without transactions
 		// (cancelUnwritten); it reads the run its failed write did not
-		// return only where the engine returns no item (RED_TEAM 541).
+		// return only where the engine returns no item (RED_TEAM 521).
 		{pattern: "/runs/{runId}/cancel", suffix: "/cancel", from: runs.StatusRunning, ok: 200,
 			first: ops("PutItem", 2, "UpdateItem", 1), notFound: ops("PutItem", 3, "UpdateItem", 1), nfTx: ops("PutItem", 2, "UpdateItem", 1), nfNoOld: 1,
 			refused: runs.StatusCompleted, refusedOps: ops("PutItem", 2, "UpdateItem", 1), refusedNoOld: 1},
@@ -363,7 +363,7 @@ func tripRows() []tripRow {
 		}
 	}
 	rows = append(rows,
-		// Refused before the claim, as createRun's body (RED_TEAM 542).
+		// Refused before the claim, as createRun's body (RED_TEAM 522).
 		tripRow{method: "POST", pattern: "/runs/{runId}:fork", outcome: "validation refusal", status: 400, want: none,
 			req: func(t *testing.T, env *tripEnv) events.APIGatewayV2HTTPRequest {
 				return keyedReq(env, "POST", runPath(env.run(t, "acme", runs.StatusCompleted), ":fork"), `{"mode":"bogus"}`)

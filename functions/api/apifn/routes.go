@@ -52,7 +52,7 @@ type Route struct {
 	// forkRun's) before Layer 1 claims the key: a refusal for the body
 	// alone that the Guard's policy would not record (idem.Forget: a 400
 	// validation_error under every policy, a 403) is answered there, at no
-	// write (RED_TEAM 542), as check's are; any other refusal is left to
+	// write (RED_TEAM 522), as check's are; any other refusal is left to
 	// serve, under the claim, which records it as before. What it read it
 	// may keep in c for serve. It is not run where Layer 1 answers first
 	// (precheckable).

@@ -35,7 +35,7 @@ func TestBootHelper(t *testing.T) {
 // executor functions, reads the home stack's CrossRegion from its fence
 // table's tag (HOME_FENCE_TABLE_ARN) and ends the process, an init error,
 // when it is not this stack's; under the same posture it starts (RED_TEAM
-// 600). Against moto, in a process of its own, as Lambda runs it.
+// 537). Against moto, in a process of its own, as Lambda runs it.
 func TestBootChecksTheHomesCrossRegion(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	fence := e.CreateTable(t, "FenceTable")

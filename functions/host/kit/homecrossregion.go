@@ -14,7 +14,7 @@ import (
 // TagCrossRegion is the tag the home-region stack puts on its FenceTable
 // (template.yaml): its CrossRegion. A replica-region stack's api and
 // executor read it at start-up (HOME_FENCE_TABLE_ARN) and stop under
-// another posture (RED_TEAM 600).
+// another posture (RED_TEAM 537).
 const TagCrossRegion = "idemkit:cross-region"
 
 // homeCheckTimeout bounds the start-up read of the home stack's tag, well

@@ -47,7 +47,7 @@ func replicaEnv(crossRegion string) settings.Env {
 // A replica-region stack deployed with another CrossRegion than the home
 // stack's stops at start-up: the home stack tags its fence table with its
 // CrossRegion, and the replica's api and executor read the tag (RED_TEAM
-// 600). Before, nothing compared them: a reconciled-records replica under a
+// 537). Before, nothing compared them: a reconciled-records replica under a
 // fenced-effects home decided its keys on its own replica and fired its
 // effects without the fence.
 func TestReplicaRefusesAnotherCrossRegionThanTheHomes(t *testing.T) {

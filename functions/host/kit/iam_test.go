@@ -343,7 +343,7 @@ func TestRoleGrantsParse(t *testing.T) {
 
 // TestApiReadsOnlyTheFenceTablesTags: the api function's one grant on
 // FenceTable is the read of its tags (the home stack's CrossRegion, read at
-// a replica stack's start-up, RED_TEAM 600): it takes no fencing token.
+// a replica stack's start-up, RED_TEAM 537): it takes no fencing token.
 func TestApiReadsOnlyTheFenceTablesTags(t *testing.T) {
 	for g := range roleGrants(t, "ApiRole") {
 		if a, tb, _ := strings.Cut(g, " "); tb == "FenceTable" && a != "dynamodb:ListTagsOfResource" {

@@ -164,7 +164,7 @@ func NewKit(c Config) (*Kit, error) {
 		// DynamoDB itself (no endpoint override) returns the item a
 		// refused write found whenever there is one, so a refused run
 		// write that returns none found no run: no read to tell
-		// (RED_TEAM 541). An endpoint override (an emulator, which may
+		// (RED_TEAM 521). An endpoint override (an emulator, which may
 		// return none) keeps the read.
 		k.Runs = &runs.DynamoRuns{Client: runsClient, Table: env.RunsTable, Transactional: transactional, Retention: env.RunRetention,
 			MarkerRetention: markerRetention(env, transactional), ReturnsOldOnConditionFailure: runsClient != nil && runsClient.Options().BaseEndpoint == nil}

@@ -438,7 +438,7 @@ func (b *syncBuffer) String() string {
 }
 
 // TestHomeCrossRegionCheckIsGranted: the start-up read of the home stack's
-// CrossRegion (the tag of its FenceTable, RED_TEAM 600) calls, against
+// CrossRegion (the tag of its FenceTable, RED_TEAM 537) calls, against
 // moto, only what the api's and the executor's roles grant on that table,
 // and finds a tag the table carries.
 func TestHomeCrossRegionCheckIsGranted(t *testing.T) {

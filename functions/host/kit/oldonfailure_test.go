@@ -14,7 +14,7 @@ import (
 // TestRunsStoreKnowsDynamoDBReturnsTheRefusedItem: on DynamoDB itself (a
 // client with no endpoint override) the kit's runs store is told that a
 // refused write returns the item it found whenever there is one, so a
-// refused write of no run is not read back (RED_TEAM 541); under an
+// refused write of no run is not read back (RED_TEAM 521); under an
 // endpoint override (an emulator, which may return none) it is not told,
 // and reads as before.
 func TestRunsStoreKnowsDynamoDBReturnsTheRefusedItem(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // stamp ended runs with it, and the cold start logs a configuration
 // warning naming both settings and counts it for the
 // configuration-warnings alarm. Before, LoadEnv refused the pair and the
-// api and executor stopped at every cold start (RED_TEAM 681).
+// api and executor stopped at every cold start (RED_TEAM 546).
 func TestRunRetentionBelowTheEffectRetentionStartsRaisedAndPages(t *testing.T) {
 	env, err := settings.LoadEnv(settings.Values(map[string]string{
 		settings.EnvRunsTable: "runs", "IDEMPOTENCY_TABLE": "idem",

@@ -69,7 +69,7 @@ func Boot(name string, required ...string) *Start {
 	client, err := NewDynamoClient(context.Background(), env.DynamoDBEndpoint)
 	s.Must("aws", err)
 	// A replica-region stack under another CrossRegion than the home
-	// stack's stops here (RED_TEAM 600).
+	// stack's stops here (RED_TEAM 537).
 	warnings, err := homeCrossRegion(client, env)
 	s.Must("cross-region", err)
 	s.Warn(warnings)

@@ -16,7 +16,7 @@ import (
 // token and the count the first write made is answered (lost once, lost
 // twice); when the SDK gives up (every answer lost, or lost then
 // throttled) the run is read back on that error path and the count the
-// write made is answered (RED_TEAM 540); a count throttled on every try
+// write made is answered (RED_TEAM 520); a count throttled on every try
 // is an error and counts nothing. The next try counts one more either way.
 func TestFailureCountedOnceWhenItsAnswerIsLost(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {

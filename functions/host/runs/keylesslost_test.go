@@ -13,7 +13,7 @@ import (
 // (createListed: its run and its listing on the failed run) that landed
 // while every answer of it was lost (lost, then throttled or lost until
 // the SDK gave up) is answered with the run at its id, as a lost answer's
-// cancelled retry is (RED_TEAM 544); before, the call was an error while
+// cancelled retry is (RED_TEAM 524); before, the call was an error while
 // the run stood listed, for the executor to start, and the keyless
 // client's next try made a second retry. Throttled on every try, nothing
 // is written and the call is an error.

@@ -133,7 +133,7 @@ type runLoss struct {
 // runLosses are dynamotest.Losses as the run store answers them, and the
 // cases where the SDK gives up: a write that landed while every try's
 // answer was lost (lost on every try, lost then throttled) is read back on
-// that error path and answered as written (RED_TEAM 540); a write
+// that error path and answered as written (RED_TEAM 520); a write
 // throttled on every try never landed, and one whose read-back fails too
 // cannot be told, and both stay errors, never a conflict. reads is how
 // many GetItems the call makes before its write (Pause, Unpause: one),
@@ -163,7 +163,7 @@ func runLosses(op string, reads int) []runLoss {
 // ErrStatusConflict the caller did not cause), and the write is applied
 // once (one version). When the SDK gives up, every try's answer lost or
 // throttled, the run is read back on that error path: a write that landed
-// is answered as written (RED_TEAM 540); one that did not, or whose
+// is answered as written (RED_TEAM 520); one that did not, or whose
 // read-back fails too, is an error, never a conflict.
 func TestRunWriteLandedWithItsAnswerLost(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
@@ -209,7 +209,7 @@ func TestRunWriteLandedWithItsAnswerLost(t *testing.T) {
 // UpdateItem (no run answered), carrying the call's token as updateRun's
 // writes do: lost once or on every try, it is answered nil and applied
 // once; throttled on every try, or its read-back throttled too, an error
-// that is no conflict (RED_TEAM 540).
+// that is no conflict (RED_TEAM 520).
 func TestScheduleLandedWithEveryAnswerLost(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		f := dynamotest.NewFaults()
@@ -253,7 +253,7 @@ func TestScheduleLandedWithEveryAnswerLost(t *testing.T) {
 // SDK's refused retry answers one whose answer was lost once: the run
 // found at its id (ErrRunExists; a *RunExistsError holding it where the
 // store has it, which the handler answers as its own create by its
-// creation time), read back on that error path only (RED_TEAM 543). Before, the call was an error while its run stood: a
+// creation time), read back on that error path only (RED_TEAM 523). Before, the call was an error while its run stood: a
 // keyless createRun answered 503 for a run that then executed, and its
 // client's retry created a second one. One throttled on every try, or
 // whose read-back fails too, is an error, and no run or one stands as
@@ -290,7 +290,7 @@ func TestCreateLandedWithEveryAnswerLost(t *testing.T) {
 
 // TestRequestRefusedAsSuchIsNotReadBack: a run write the engine refuses
 // as a request (a ValidationException: an item over the size limit) was
-// applied by no try, and costs no read-back (RED_TEAM 540): a run near
+// applied by no try, and costs no read-back (RED_TEAM 520): a run near
 // the size limit would cost up to 100 read units on each such refusal.
 // Any other error is read back once.
 func TestRequestRefusedAsSuchIsNotReadBack(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // Where the engine returns that item whenever there is one (DynamoDB,
 // moto: ReturnsOldOnConditionFailure), none returned is no run, answered
 // ErrRunNotFound with no read (it cost a consistent GetItem that always
-// found nothing, RED_TEAM 541); where it returns none (dynalite, DynamoDB
+// found nothing, RED_TEAM 521); where it returns none (dynalite, DynamoDB
 // Local) the read stays. A refused write of a run that is there is still
 // answered with the run as it is, on every engine, and a store not told
 // what its engine returns reads as before.

@@ -100,7 +100,7 @@ type DynamoRuns struct {
 	// refused conditional write found whenever there is one
 	// (ReturnValuesOnConditionCheckFailure ALL_OLD), as DynamoDB and moto
 	// do: a run write refused with no item returned then found no run,
-	// and is answered ErrRunNotFound with no read (RED_TEAM 541: a cancel
+	// and is answered ErrRunNotFound with no read (RED_TEAM 521: a cancel
 	// of no run read the run its refused write did not return, a read
 	// that on DynamoDB always found nothing). Set it only for such an
 	// engine: on one that returns no item (dynalite, DynamoDB Local) a
@@ -360,7 +360,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // listing, from another's, whose listing is removed again: one write). A
 // PutItem whose every answer was lost (the SDK gave up) has the id read
 // back on that error path only, and a run found there is answered as the
-// refused retry's (RED_TEAM 543).
+// refused retry's (RED_TEAM 523).
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
@@ -435,7 +435,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 		// The SDK gave up, every answer lost or refused: the write may
 		// have landed. The item at r's id, read back on this error path
 		// only, is what the SDK's refused retry would have returned
-		// (RED_TEAM 543): answered as that retry's refusal is (taken),
+		// (RED_TEAM 523): answered as that retry's refusal is (taken),
 		// the run found there, which the caller tells for its own.
 		if old, gerr := d.getItem(ctx, r.ID); gerr == nil && len(old) > 0 {
 			return d.taken(ctx, r, old, true)
@@ -522,7 +522,7 @@ type transactAPI interface {
 // transaction on the failed run) is sent again after a jittered wait
 // (listedWait), up to listedTries sends; one cancelled past them, or for another passing reason, has the id read
 // (an earlier send may have landed with its answer lost), as has one the
-// SDK gave up on (RED_TEAM 544).
+// SDK gave up on (RED_TEAM 524).
 func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) error {
 	tx, ok := d.Client.(transactAPI)
 	if !ok {
@@ -544,7 +544,7 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 			// The SDK gave up, every answer lost or refused: a send may
 			// have landed. The id, read back on this error path only,
 			// answers as a lost answer's cancelled send does (RED_TEAM
-			// 544): else the keyless client, told to try again, would
+			// 524): else the keyless client, told to try again, would
 			// retry into a second run.
 			if ctx.Err() == nil && !refused(err) {
 				if old, gerr := d.getItem(ctx, r.ID); gerr == nil && len(old) > 0 {
@@ -1029,7 +1029,7 @@ func (d *DynamoRuns) transitionIf(ctx context.Context, id string, from []Status,
 // and one consistent read finds the token and answers the count the
 // first write made, so a try is never counted twice; when every answer of
 // the call was lost (the SDK gave up), the same read on that error path
-// (readBack) answers the count a landed write made (RED_TEAM 540).
+// (readBack) answers the count a landed write made (RED_TEAM 520).
 func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (int, error) {
 	if errMsg == "" {
 		errMsg = "(no message)"
@@ -1074,7 +1074,7 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 		return 0, ErrStatusConflict
 	}
 	if err != nil {
-		// Landed, every answer lost: the count it made (RED_TEAM 540).
+		// Landed, every answer lost: the count it made (RED_TEAM 520).
 		if item := d.readBack(ctx, err, id, runAttrFailTok, tok); item != nil {
 			if n, ok := item[runAttrFails].(*types.AttributeValueMemberN); ok {
 				return strconv.Atoi(n.Value)
@@ -1105,7 +1105,7 @@ func callToken() string {
 // not holding that token: a write whose answer was lost is applied once,
 // its SDK retry refused and recognised by the token (RED_TEAM 500), as
 // updateRun's are, and one whose every answer was lost is read back on
-// that error path (readBack, RED_TEAM 540).
+// that error path (readBack, RED_TEAM 520).
 func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
 	tok := callToken()
 	upd := scheduleUpdate(w, now).Set(expression.Name(runAttrWriteTok), expression.Value(tok))
@@ -1139,7 +1139,7 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 	}
 	if err != nil {
 		if d.readBack(ctx, err, id, runAttrWriteTok, tok) != nil {
-			return nil // landed, every answer lost (RED_TEAM 540)
+			return nil // landed, every answer lost (RED_TEAM 520)
 		}
 		return fmt.Errorf("host: schedule run: %w", err)
 	}
@@ -1241,7 +1241,7 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 // past its expiry (gone). No round trip is added. When the call ends in
 // another error (the SDK gave up: every try's answer lost, or lost and
 // then throttled), the run is read back on that path only (readBack,
-// RED_TEAM 540): an item holding this call's token is the write landed,
+// RED_TEAM 520): an item holding this call's token is the write landed,
 // answered as written; else the error stands. what names the write in
 // other errors.
 func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, what string) (Run, error) {
@@ -1291,7 +1291,7 @@ func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.C
 }
 
 // readBack is the fate of a write whose call ended in an error that is no
-// failed condition (RED_TEAM 540): the SDK gave up, every try's answer
+// failed condition (RED_TEAM 520): the SDK gave up, every try's answer
 // lost or refused (a connection reset after the write, then throttling or
 // timeouts until its last try), so the write may have landed with no try
 // of the call told. One consistent GetItem of run id, on that error path

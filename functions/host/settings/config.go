@@ -101,7 +101,7 @@ type Env struct {
 	// stack's FenceTable, set in a replica-region stack's api and executor
 	// only. The home stack tags that table with its CrossRegion, and
 	// kit.Boot reads the tag at start-up: a replica under another
-	// CrossRegion than the home's stops (RED_TEAM 600). It must name
+	// CrossRegion than the home's stops (RED_TEAM 537). It must name
 	// FENCE_TABLE in FENCE_TABLE_REGION. Default "": nothing is read (a
 	// home-region stack, `idemkit dev`).
 	HomeFenceTableARN string

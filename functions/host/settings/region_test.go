@@ -126,7 +126,7 @@ func TestFencedEffectsNeedsFenceTableRegion(t *testing.T) {
 
 // HOME_FENCE_TABLE_ARN (a replica-region stack's api and executor: the
 // home stack's fence table, whose tag of the home's CrossRegion is read at
-// start-up, RED_TEAM 600) is a DynamoDB table's ARN naming FENCE_TABLE in
+// start-up, RED_TEAM 537) is a DynamoDB table's ARN naming FENCE_TABLE in
 // FENCE_TABLE_REGION.
 func TestLoadEnvHomeFenceTableARN(t *testing.T) {
 	const arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/home-FenceTable-1"

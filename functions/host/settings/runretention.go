@@ -28,7 +28,7 @@ import (
 // Raised, not refused: the template cannot refuse such a pair at deploy
 // (CloudFormation's rules compare text, never numbers), and a refusal at
 // start-up stopped the api and executor at every cold start, so the stack
-// served nothing until the next deploy (RED_TEAM 681). The raised value is
+// served nothing until the next deploy (RED_TEAM 546). The raised value is
 // never longer than a retention the operator set (or the policy's default
 // they chose), and only keeps ended runs longer.
 //

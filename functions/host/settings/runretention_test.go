@@ -15,7 +15,7 @@ import (
 // function starts; a forever Layer-1 retention (commerce) is not compared.
 // Before, such a value was refused at every cold start: the template
 // cannot refuse the pair at deploy (its rules compare text), so a stack
-// deployed with it served nothing (RED_TEAM 681).
+// deployed with it served nothing (RED_TEAM 546).
 func TestRunRetentionBelowAFloorServesRaisedAndWarns(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, c := range []struct {

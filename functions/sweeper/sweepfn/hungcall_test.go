@@ -81,7 +81,7 @@ func TestHungCallEndsBeforeTheDeadlineAndIsReported(t *testing.T) {
 			got, lambdaDL.Sub(got), margin/2)
 	}
 	// Both series have their datapoint; incomplete_total is 0, as for
-	// every failed run (the invocation's error pages it: RED_TEAM 680).
+	// every failed run (the invocation's error pages it: RED_TEAM 545).
 	m := metrics(t, out.String())
 	if v, ok := m[sweepfn.MetricIncomplete+" effects"]; !ok || v != 0 {
 		t.Fatalf("metrics %v: want incomplete_total 0 emitted for the effects table", m)

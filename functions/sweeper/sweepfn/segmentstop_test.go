@@ -63,7 +63,7 @@ func (s *segmentedTable) DeleteItem(context.Context, *dynamodb.DeleteItemInput, 
 // within 16 runs), and so does a failed run (STACK-sweeper-errors pages
 // those). It was 1 for every run that stopped before the end of the whole
 // table, so a table merely larger than one run kept the alarm firing
-// (RED_TEAM 680).
+// (RED_TEAM 545).
 func TestIncompleteMeansTheFirstSegmentWasNotFinished(t *testing.T) {
 	const margin = 10 * time.Second
 	for _, tc := range []struct {

@@ -222,7 +222,7 @@ func (h *Handler) report(ctx context.Context, tr TableReport) {
 	h.Metrics.Count(MetricDeleted, float64(tr.Deleted), dims)
 	// 1 only when the segment the run started with outlasted it: a run
 	// that stopped in a later segment is followed by one starting there,
-	// and a failed run is the invocation's error (RED_TEAM 680).
+	// and a failed run is the invocation's error (RED_TEAM 545).
 	incomplete := 0.0
 	if tr.unswept() {
 		incomplete = 1

@@ -262,7 +262,7 @@ func TestInjectedErrorFailsOneTableOnly(t *testing.T) {
 		m := metrics(t, out.String())
 		// A failed run is the invocation's error (STACK-sweeper-errors),
 		// not incomplete_total, which is 1 only for a first segment the
-		// run's time did not cover (RED_TEAM 680); both are emitted.
+		// run's time did not cover (RED_TEAM 545); both are emitted.
 		if v, ok := m[sweepfn.MetricIncomplete+" effects"]; !ok || v != 0 || m[sweepfn.MetricDeleted+" fence"] != float64(nf) || m[sweepfn.MetricDeleted+" effects"] != float64(eff.Deleted) {
 			t.Fatalf("metrics %v", m)
 		}

@@ -93,7 +93,7 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 			// "/orders/1" for "/orders/1.json", StripSlashes, CleanPath):
 			// what the rewrite took off may be read by the handler (the
 			// format), so the request's own path is in the fingerprint
-			// too (RED_TEAM 563).
+			// too (RED_TEAM 528).
 			params[pathParam] = urlPath
 		}
 		return req.Method + " " + prefix + pattern, params, true
@@ -129,7 +129,7 @@ func rewritten(urlPath string, outer *chi.Context) bool {
 // and outer's patterns end with the first of ours (the route's, or a
 // mount of the router's own not yet entered), which are not the prefix:
 // taken for it, they named the route "POST /api/orders/{id}/orders/{id}",
-// which no Config.Routes entry matches (RED_TEAM 561).
+// which no Config.Routes entry matches (RED_TEAM 526).
 func mountPrefix(outer *chi.Context, ours []string) string {
 	routed := outer.RoutePatterns
 	n := len(routed)

@@ -84,7 +84,7 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 					// per host behind a switch of the program's, which
 					// the middleware cannot see: the host the request
 					// was sent to is in the fingerprint, as gin's is
-					// (RED_TEAM 564).
+					// (RED_TEAM 529).
 					params[hostParam] = strings.ToLower(r.Host)
 				}
 				return r.Method + " " + path, params, true

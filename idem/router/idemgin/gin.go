@@ -127,7 +127,7 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 				// A status without a body. Without one, nothing is
 				// committed: a handler that returns without a word once
 				// its context ended bailed out, and the Guard releases
-				// the record as behind net/http (RED_TEAM 566); else it
+				// the record as behind net/http (RED_TEAM 531); else it
 				// answers gin's 200 as gin would.
 				bw.WriteHeaderNow()
 			}

@@ -44,7 +44,7 @@ func (s *renewalFaults) Replace(ctx context.Context, next *ledger.Record, want l
 // sent the request (waiting on a connection, a rate limiter) returns
 // NotSent: nothing left. That verdict is recorded (the attempt released,
 // unfired), and the next Do reopens the pass that attempt's token holds
-// and fires, once. Before (RED_TEAM 581), no error returned after the
+// and fires, once. Before (RED_TEAM 535), no error returned after the
 // give-up was recorded: the attempt was left firing, reclaimed after its
 // lease as escaped, and every later Do was refused by the pass of its
 // token (ErrPassHeld) for as long as the fence keeps it, until an operator

@@ -24,7 +24,7 @@ import (
 // refused one left released), the first Do returns it, and every later Do
 // replays it, attempt 1. Likewise a first function that returns NotSent
 // (its request never left) is recorded released, and the next Do reopens
-// its token's pass and fires, once. Before (RED_TEAM 582), the write was
+// its token's pass and fires, once. Before (RED_TEAM 536), the write was
 // refused because the record had changed hands, Do returned ErrLeaseLost,
 // and the effect stayed escaped, every later Do refused by the pass
 // (ErrPassHeld), until an operator settled it: as delivered, with no

@@ -66,7 +66,7 @@ func TestDynamoRuns(t *testing.T) {
 					}
 				})
 				// Told what the engine returns on a refused write, as the
-				// kit tells it on DynamoDB (RED_TEAM 541): on moto the
+				// kit tells it on DynamoDB (RED_TEAM 521): on moto the
 				// suite runs as on DynamoDB, with no read after a refused
 				// write of no run.
 				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), ReturnsOldOnConditionFailure: oldOnFailure}
