@@ -89,14 +89,17 @@ type executionKey struct{}
 // has already sent is left to finish and its outcome recorded: cut, the
 // attempt would be escaped and the request sent again by the next
 // execution, twice at a receiver that does not deduplicate. No later node
-// starts: the walk still runs under ctx, whose appends are refused. Call
-// stop once the call returns.
+// starts: the walk still runs under ctx, whose appends are refused. Nor
+// is anything sent that was not sent yet once the claim's loss is known:
+// ectx carries ctx as the claim (runs.WithClaim), so the effect seams
+// refuse a send not yet made (RED_TEAM 740). Call stop once the call
+// returns.
 func effectContext(ctx context.Context) (ectx context.Context, stop func()) {
 	own, ok := ctx.Value(executionKey{}).(context.Context)
 	if !ok {
 		return ctx, func() {}
 	}
-	ectx = context.WithoutCancel(ctx)
+	ectx = runs.WithClaim(context.WithoutCancel(ctx), ctx)
 	endDeadline := func() {}
 	if dl, ok := own.Deadline(); ok {
 		ectx, endDeadline = context.WithDeadline(ectx, dl)
