@@ -61,6 +61,8 @@ const workTenantPrefix = "event:"
 //     Run while that context is live;
 //     every other call gets that value back without running it, and ran
 //     false.
+//   - An empty value (nil, or an empty slice) is nil on every call, the
+//     one that ran Run included: a replay cannot tell them apart.
 //   - A value larger than MaxResponseBytes is returned to the call that
 //     ran Run, and recorded as not kept (Response.NotKept): every other
 //     call fails with ErrNotKept, ran false, and Run never runs again for
@@ -169,7 +171,7 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	case ran && result != nil && (resp.Status == 200 || t.unrecorded):
 		// Recorded, or (the store failed or stalled after the fact) true
 		// but unrecorded: Run's effects happened once, so its value stands.
-		return result.Body, true, nil
+		return emptyNil(result.Body), true, nil
 	case ran && result != nil && resp.Status == 409:
 		// The completion was fenced: the lease was taken over while Run ran.
 		return nil, true, ErrLeaseLost
@@ -178,7 +180,7 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	case ran && result != nil:
 		return nil, true, ErrNotCommitted
 	case resp.Status == 200:
-		return resp.Body, false, nil
+		return emptyNil(resp.Body), false, nil
 	}
 	switch t.failCode {
 	case apierr.CodeIdempotencyKeyMismatch:
@@ -201,6 +203,16 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 		return nil, false, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.storeErr)
 	}
 	return nil, false, ErrStoreUnavailable
+}
+
+// emptyNil is an empty value as nil (RED_TEAM 760): a store keeps no empty
+// body apart from none, so a replay cannot tell an empty value from nil,
+// and the call that ran Run must not either.
+func emptyNil(v []byte) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return v
 }
 
 // logFailure is failurelog.Write for a *Guard: the one warning line of a

@@ -67,3 +67,26 @@ func TestOnceRequiresOperation(t *testing.T) {
 		t.Errorf("disabled: %q %v %v; want ErrConfig, nothing run", v, ran, err)
 	}
 }
+
+// An empty value is nil on every call (RED_TEAM 760): the call that ran
+// Run and every replay agree on it, whether Run returned nil or an empty
+// non-nil slice, where the call that ran Run used to get Run's empty
+// slice and every replay nil (the store keeps no empty body apart from
+// none), so a caller testing the value against nil took the replay for
+// another outcome. A value with bytes is replayed as it was.
+func TestOnceEmptyValueIsNilOnEveryCall(t *testing.T) {
+	e := newEnv(t, nil)
+	for i, v := range [][]byte{nil, {}, make([]byte, 0, 8)} {
+		w := idem.Work{Operation: "op", Key: "k-" + string(rune('a'+i)), Payload: []byte("p"), Run: func(context.Context) ([]byte, error) {
+			return v, nil
+		}}
+		first, ran, err := e.guard.Once(context.Background(), w)
+		if err != nil || !ran || first != nil {
+			t.Errorf("value %d (nil %v): first call %q (nil %v), ran %v, err %v; want nil, ran", i, v == nil, first, first == nil, ran, err)
+		}
+		again, ran, err := e.guard.Once(context.Background(), w)
+		if err != nil || ran || again != nil {
+			t.Errorf("value %d (nil %v): replay %q (nil %v), ran %v, err %v; want nil, replayed", i, v == nil, again, again == nil, ran, err)
+		}
+	}
+}
