@@ -97,7 +97,11 @@ type Config[In any] struct {
 //     transaction as the completion, or not at all.
 //
 // Out must survive a JSON round trip, since a replay returns the decoded
-// cached value. A concrete Out is replayed equal; an Out of an interface
+// cached value. A concrete Out is replayed equal when its JSON encoding
+// holds all of it: what encoding/json leaves out is replayed as its zero
+// value (an unexported field, a field tagged "-", an empty slice or map
+// under omitempty, which comes back nil), and a nil json.RawMessage
+// comes back as the bytes null. An Out of an interface
 // type (any) is replayed in JSON's types: a number as a float64 (an
 // integer past 2^53 loses its low digits), an object as a
 // map[string]any. Use a concrete type when every delivery must see the
