@@ -940,14 +940,29 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	// attempt was reclaimed (ErrLeaseLost).
 	own.State = StateFiring
 	_, record := l.span(ctx, spanRecord, eff)
-	wctx := l.detached(ctx)
-	if left := leaseEnd.Sub(l.now()); left > 0 {
-		if end := clock.Wall().Add(max(left-clock.RenewMargin(max(l.cfg.Heartbeat, 0)), 0)); wctx.deadline.After(end) {
-			wctx.deadline = end
+	outcomeCtx := func() *detachedCtx {
+		wctx := l.detached(ctx)
+		if left := leaseEnd.Sub(l.now()); left > 0 {
+			if end := clock.Wall().Add(max(left-clock.RenewMargin(max(l.cfg.Heartbeat, 0)), 0)); wctx.deadline.After(end) {
+				wctx.deadline = end
+			}
 		}
+		return wctx
 	}
+	wctx := outcomeCtx()
 	ok, cur, err := st.Replace(wctx, done, own, now)
 	wctx.release()
+	if !ok && err == nil && cur == nil && done.Live(now) {
+		// No item, within the record's retention: the ledger deletes no
+		// record and TTL none within its retention in this replica, so
+		// another region's deletion replicated here during the call (its
+		// TTL deleting the old, expired record this one was created
+		// anew over; reconciled-records). Left unrecorded, the auditor's
+		// write-back restores the firing image and the effect's retry
+		// reclaims it as escaped and calls the provider again (RED_TEAM
+		// 720): the outcome is written where there is no item instead.
+		ok, err = l.recreate(outcomeCtx, done, own, now)
+	}
 	if !ok && err == nil && (ferr == nil && !out.relayed || errors.Is(ferr, ErrNotSent)) {
 		if won := strandedOutcome(done, cur, now, l.extend); won != nil {
 			// Reclaimed after this attempt passed the fence, and refused
@@ -996,6 +1011,38 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		l.count(MetricEscaped, identity.KindEffect, rec.Keying)
 	}
 	return res, retErr
+}
+
+// recreate writes done, the outcome of the attempt own describes, where
+// its record is gone (RED_TEAM 720): a Create, which needs no item (or an
+// expired one), and where the auditor's write-back of the deleted image
+// landed first (the same owner, attempt and state as own), the outcome's
+// Replace over it. Anything else there (a claim made anew in the
+// meantime) is not this attempt's to settle: ok false. Each write runs
+// under a context of its own from newCtx (the outcome write's deadline).
+func (l *Ledger) recreate(newCtx func() *detachedCtx, done *Record, own Expect, now time.Time) (bool, error) {
+	st := l.cfg.Store
+	cctx := newCtx()
+	won, cur, err := st.Create(cctx, done, now)
+	cctx.release()
+	if err != nil || won {
+		return won, err
+	}
+	if cur == nil {
+		gctx := newCtx()
+		cur, err = st.Get(gctx, done.Key)
+		gctx.release()
+		if err != nil {
+			return false, err
+		}
+	}
+	if cur == nil || !cur.Live(now) || cur.Owner != own.Owner || cur.Attempt != own.Attempt || cur.State != own.State {
+		return false, nil
+	}
+	rctx := newCtx()
+	ok, _, err := st.Replace(rctx, done, own, now)
+	rctx.release()
+	return ok, err
 }
 
 // strandedOutcome returns the record that writes done, a success (or a
