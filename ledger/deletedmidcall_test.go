@@ -24,6 +24,8 @@ type replicaStore struct {
 	saved             *ledger.Record
 	writeBackOnCreate bool
 	now               func() time.Time
+	// created, if set, receives each record a Create wrote.
+	created chan *ledger.Record
 }
 
 func (s *replicaStore) store() ledger.Store {
@@ -59,7 +61,11 @@ func (s *replicaStore) Create(ctx context.Context, rec *ledger.Record, now time.
 			return false, nil, err
 		}
 	}
-	return s.store().Create(ctx, rec, now)
+	won, cur, err := s.store().Create(ctx, rec, now)
+	if won && s.created != nil {
+		s.created <- rec
+	}
+	return won, cur, err
 }
 
 func (s *replicaStore) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
@@ -146,5 +152,62 @@ func TestOutcomeRecordedWhenTheOtherRegionsTTLDeletedTheRecordMidCall(t *testing
 				t.Fatalf("record %+v, %v: want completed at attempt 1", rec, err)
 			}
 		})
+	}
+}
+
+// The same deletion before a lease renewal of a long call: before, the
+// renewal found no item and cut the call as a lost lease (ErrLeaseLost),
+// unrecorded though its request may have left; the write-back restored the
+// firing image and the retry called the provider again. Now the renewal
+// writes the record again and the call goes on: one call, its outcome
+// recorded and replayed.
+func TestRenewalRecreatesARecordTheOtherRegionsTTLDeletedMidCall(t *testing.T) {
+	clk := ledgertest.NewClock(time.Date(2026, 12, 7, 21, 0, 0, 0, time.UTC))
+	tk := ledgertest.NewTicker()
+	st := &replicaStore{inner: memstore.New(), now: clk.Now, created: make(chan *ledger.Record, 4)}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now, NewTickerFunc: tk.New}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-ttl-long-call"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := ledger.Effect{Identity: id}
+	ctx := context.Background()
+	var calls atomic.Int32
+	call := func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		if calls.Add(1) > 1 {
+			return []byte("charged"), nil
+		}
+		st.Delete(t, "effect#"+c.EffectID) // the other region's TTL deletion arrives
+		clk.Advance(10 * time.Second)
+		tk.Tick() // a renewal, received by the heartbeat
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx) // the call cut, its request perhaps sent
+		case rec := <-st.created:
+			if rec.State != ledger.StateFiring {
+				t.Errorf("the renewal wrote a %s record, want firing", rec.State)
+			}
+		}
+		return []byte("charged"), nil
+	}
+	res, err := l.Do(ctx, eff, call)
+	if err != nil {
+		t.Fatalf("first Do: %v (the call cut by a renewal that found the record deleted)", err)
+	}
+	st.WriteBack(t) // the auditor's write-back: there is an item, nothing written
+	clk.Advance(time.Minute)
+	res, err = l.Do(ctx, eff, call)
+	if err != nil {
+		t.Fatalf("second Do: %v", err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("%d provider calls, want 1", n)
+	}
+	if !res.Replayed || string(res.Value) != "charged" {
+		t.Fatalf("second Do: replayed %v value %q, want the recorded outcome replayed", res.Replayed, res.Value)
 	}
 }

@@ -961,7 +961,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// write-back restores the firing image and the effect's retry
 		// reclaims it as escaped and calls the provider again (RED_TEAM
 		// 720): the outcome is written where there is no item instead.
-		ok, err = l.recreate(outcomeCtx, done, own, now)
+		ok, err = l.recreate(func() (context.Context, func()) { w := outcomeCtx(); return w, w.release }, done, own, now)
 	}
 	if !ok && err == nil && (ferr == nil && !out.relayed || errors.Is(ferr, ErrNotSent)) {
 		if won := strandedOutcome(done, cur, now, l.extend); won != nil {
@@ -1013,25 +1013,25 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	return res, retErr
 }
 
-// recreate writes done, the outcome of the attempt own describes, where
-// its record is gone (RED_TEAM 720): a Create, which needs no item (or an
-// expired one), and where the auditor's write-back of the deleted image
-// landed first (the same owner, attempt and state as own), the outcome's
-// Replace over it. Anything else there (a claim made anew in the
-// meantime) is not this attempt's to settle: ok false. Each write runs
-// under a context of its own from newCtx (the outcome write's deadline).
-func (l *Ledger) recreate(newCtx func() *detachedCtx, done *Record, own Expect, now time.Time) (bool, error) {
+// recreate writes done, the next state of the attempt own describes
+// (its outcome, or a lease renewal), where its record is gone (RED_TEAM
+// 720): a Create, which needs no item (or an expired one), and where the
+// auditor's write-back of the deleted image landed first (the same owner,
+// attempt and state as own), done's Replace over it. Anything else there
+// (a claim made anew in the meantime) is not this attempt's to settle: ok
+// false. Each write runs under a context from newCtx, released after it.
+func (l *Ledger) recreate(newCtx func() (context.Context, func()), done *Record, own Expect, now time.Time) (bool, error) {
 	st := l.cfg.Store
-	cctx := newCtx()
+	cctx, release := newCtx()
 	won, cur, err := st.Create(cctx, done, now)
-	cctx.release()
+	release()
 	if err != nil || won {
 		return won, err
 	}
 	if cur == nil {
-		gctx := newCtx()
+		gctx, release := newCtx()
 		cur, err = st.Get(gctx, done.Key)
-		gctx.release()
+		release()
 		if err != nil {
 			return false, err
 		}
@@ -1039,9 +1039,9 @@ func (l *Ledger) recreate(newCtx func() *detachedCtx, done *Record, own Expect, 
 	if cur == nil || !cur.Live(now) || cur.Owner != own.Owner || cur.Attempt != own.Attempt || cur.State != own.State {
 		return false, nil
 	}
-	rctx := newCtx()
+	rctx, release := newCtx()
 	ok, _, err := st.Replace(rctx, done, own, now)
-	rctx.release()
+	release()
 	return ok, err
 }
 
