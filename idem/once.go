@@ -205,7 +205,7 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	return nil, false, ErrStoreUnavailable
 }
 
-// emptyNil is an empty value as nil (RED_TEAM 760): a store keeps no empty
+// emptyNil is an empty value as nil (RED_TEAM 551): a store keeps no empty
 // body apart from none, so a replay cannot tell an empty value from nil,
 // and the call that ran Run must not either.
 func emptyNil(v []byte) []byte {

@@ -68,7 +68,7 @@ func TestOnceRequiresOperation(t *testing.T) {
 	}
 }
 
-// An empty value is nil on every call (RED_TEAM 760): the call that ran
+// An empty value is nil on every call (RED_TEAM 551): the call that ran
 // Run and every replay agree on it, whether Run returned nil or an empty
 // non-nil slice, where the call that ran Run used to get Run's empty
 // slice and every replay nil (the store keeps no empty body apart from

@@ -960,7 +960,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// anew over; reconciled-records). Left unrecorded, the auditor's
 		// write-back restores the firing image and the effect's retry
 		// reclaims it as escaped and calls the provider again (RED_TEAM
-		// 720): the outcome is written where there is no item instead.
+		// 549): the outcome is written where there is no item instead.
 		ok, err = l.recreate(func() (context.Context, func()) { w := outcomeCtx(); return w, w.release }, done, own, now)
 	}
 	if !ok && err == nil && (ferr == nil && !out.relayed || errors.Is(ferr, ErrNotSent)) {
@@ -1015,7 +1015,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 
 // recreate writes done, the next state of the attempt own describes
 // (its outcome, or a lease renewal), where its record is gone (RED_TEAM
-// 720): a Create, which needs no item (or an expired one), and where the
+// 549): a Create, which needs no item (or an expired one), and where the
 // auditor's write-back of the deleted image landed first (the same owner,
 // attempt and state as own), done's Replace over it. Anything else there
 // (a claim made anew in the meantime) is not this attempt's to settle: ok

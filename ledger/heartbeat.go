@@ -135,7 +135,7 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 				ok, found, err = l.cfg.Store.Replace(cctx, next, want, now)
 				if !ok && err == nil && found == nil && next.Live(now) {
 					// The record is gone within its retention: another
-					// region's TTL deletion (RED_TEAM 720). The renewal
+					// region's TTL deletion (RED_TEAM 549). The renewal
 					// writes it again rather than cut the call.
 					ok, err = l.recreate(func() (context.Context, func()) { return cctx, func() {} }, next, want, now)
 				}

@@ -33,7 +33,7 @@ func (s cancelOnSecrets) WebhookSecrets(ctx context.Context, _ string) ([][]byte
 	return nil, nil
 }
 
-// TestNoSendAfterTheExecutionKnowsItsClaimLost (RED_TEAM 740): an
+// TestNoSendAfterTheExecutionKnowsItsClaimLost (RED_TEAM 550): an
 // execution whose claim heartbeat has found the run cancelled (or taken by
 // another execution) sends nothing it has not sent yet. Before, the
 // delivery's context ignored the claim's loss from the moment it was made,

@@ -92,7 +92,7 @@ type executionKey struct{}
 // starts: the walk still runs under ctx, whose appends are refused. Nor
 // is anything sent that was not sent yet once the claim's loss is known:
 // ectx carries ctx as the claim (runs.WithClaim), so the effect seams
-// refuse a send not yet made (RED_TEAM 740). Call stop once the call
+// refuse a send not yet made (RED_TEAM 550). Call stop once the call
 // returns.
 func effectContext(ctx context.Context) (ectx context.Context, stop func()) {
 	own, ok := ctx.Value(executionKey{}).(context.Context)

@@ -18,7 +18,7 @@ var ErrSeamDenied = errors.New("host: effect seam denied during a replay")
 // ErrClaimLost is returned by an effect seam reached by an execution that
 // has lost its claim on its run (its run was cancelled, or another
 // execution took it, and its claim heartbeat found so): nothing it has not
-// sent yet is sent (RED_TEAM 740).
+// sent yet is sent (RED_TEAM 550).
 var ErrClaimLost = errors.New("host: the execution lost its claim on the run (cancelled or taken over); nothing more is sent")
 
 type replayKey struct{}
