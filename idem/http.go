@@ -423,6 +423,11 @@ func readBody(r *http.Request, in *request) *apierr.Error {
 	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 	_ = r.Body.Close()
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		if tooLarge.Limit <= 0 {
+			// A router's own bound whose size the adapter cannot know
+			// (echo's BodyLimit, RED_TEAM 552): named, not invented.
+			return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds the server's limit.")
+		}
 		return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", min(tooLarge.Limit, MaxRequestBytes))
 	}
 	if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {

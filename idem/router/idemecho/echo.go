@@ -13,6 +13,8 @@
 package idemecho
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"runtime"
@@ -94,16 +96,28 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 			// again, not the claim's, whose context ends with the claim
 			// (RED_TEAM 457).
 			defer c.SetRequest(req)
+			guarded := req
+			if req.Body != nil && req.Body != http.NoBody {
+				guarded = new(http.Request)
+				*guarded = *req
+				guarded.Body = bodyLimitBody{req.Body}
+			}
 			outer := res.Writer
 			sw := &statusWriter{ResponseWriter: outer}
 			guard.Routed(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if b, ok := r.Body.(bodyLimitBody); ok {
+					// Passed through unread (no key, a skipped route):
+					// the handler reads echo's own errors, as it would
+					// without the Guard.
+					r.Body = b.ReadCloser
+				}
 				c.SetRequest(r)
 				res.Writer, res.Status, res.Size, res.Committed = w, 0, 0, false
 				if err := next(c); err != nil {
 					c.Error(err)
 				}
 				res.Writer = outer
-			})).ServeHTTP(sw, req)
+			})).ServeHTTP(sw, guarded)
 			res.Writer = outer
 			if sw.status != 0 {
 				res.Status, res.Size, res.Committed = sw.status, sw.size, true
@@ -248,4 +262,21 @@ func addParam(params map[string]string, k, v string) {
 			return
 		}
 	}
+}
+
+// bodyLimitBody is a request body under echo's BodyLimit as the Guard
+// reads it: the error with which BodyLimit cuts a body over its limit
+// that had no Content-Length to refuse it by (sent chunked), echo's own
+// 413 HTTPError, is given as net/http's *http.MaxBytesError, so that the
+// Guard answers 413 payload_too_large, not 400 for a body it could not
+// read (RED_TEAM 552). echo does not say its limit: the error's Limit is
+// 0, and the answer names none.
+type bodyLimitBody struct{ io.ReadCloser }
+
+func (b bodyLimitBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if he := (*echo.HTTPError)(nil); err != nil && errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+		return n, &http.MaxBytesError{}
+	}
+	return n, err
 }

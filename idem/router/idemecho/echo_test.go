@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/internal/routertest"
@@ -407,5 +408,56 @@ func TestGivenToPreIsAConfigurationError(t *testing.T) {
 	}
 	if rec := routertest.Post(e, "/orders/1", "", `{}`); rec.Code != 201 || runs != 1 {
 		t.Fatalf("a request without a key: %d %s (runs %d); want 201", rec.Code, rec.Body, runs)
+	}
+}
+
+// TestBodyLimitOnAChunkedBodyIs413: echo's BodyLimit before the Guard cuts
+// a chunked body over its limit with echo's own 413 error, which the
+// Guard reads before the claim: the client is told its body is too large
+// (413 payload_too_large in the envelope), not that it is malformed, the
+// handler does not run, and nothing is recorded (a retry with a body
+// under the limit runs).
+func TestBodyLimitOnAChunkedBodyIs413(t *testing.T) {
+	var runs atomic.Int32
+	e := echo.New()
+	e.Use(middleware.BodyLimit("1K"))
+	e.Use(idemecho.Middleware(routertest.Guard(t, nil)))
+	e.POST("/orders/:id", func(c echo.Context) error {
+		runs.Add(1)
+		var v map[string]any
+		if err := c.Bind(&v); err != nil {
+			return err
+		}
+		return c.JSON(201, map[string]any{"ok": true})
+	})
+	send := func(body string, keyed bool) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/orders/7", io.MultiReader(strings.NewReader(body)))
+		req.ContentLength = -1 // sent chunked: no length for BodyLimit to refuse up front
+		req.Header.Set("Content-Type", "application/json")
+		if keyed {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		w := httptest.NewRecorder()
+		e.ServeHTTP(w, req)
+		return w
+	}
+	big := `{"pad":"` + strings.Repeat("x", 4096) + `"}`
+	w := send(big, true)
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), `"error":"payload_too_large"`) {
+		t.Fatalf("chunked body over echo's BodyLimit: %d %s, want 413 payload_too_large in the envelope", w.Code, w.Body)
+	}
+	if strings.Contains(w.Body.String(), "exceeds 0 bytes") {
+		t.Fatalf("the answer names a limit it does not know: %s", w.Body)
+	}
+	if runs.Load() != 0 {
+		t.Fatalf("handler ran %d times for a refused body", runs.Load())
+	}
+	if w := send(`{"n":1}`, true); w.Code != 201 || runs.Load() != 1 {
+		t.Fatalf("a retry under the limit: %d %s, runs %d; want 201, one run (nothing recorded before)", w.Code, w.Body, runs.Load())
+	}
+	// Without a key the Guard passes the request through unread: the
+	// handler meets echo's own error, as it would without the Guard.
+	if w := send(big, false); w.Code != http.StatusRequestEntityTooLarge || strings.Contains(w.Body.String(), "payload_too_large") {
+		t.Fatalf("a keyless chunked body over the limit: %d %s, want echo's own 413", w.Code, w.Body)
 	}
 }
