@@ -74,7 +74,7 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 		}
 		params, prefix := map[string]string{}, ""
 		if mounted {
-			prefix = mountPrefix(outer, rctx.RoutePatterns)
+			prefix = mountPrefix(outer, rctx)
 			for i, k := range outer.URLParams.Keys {
 				if k != "*" {
 					addParam(params, k, outer.URLParams.Values[i])
@@ -129,13 +129,16 @@ func rewritten(urlPath string, outer *chi.Context) bool {
 // and outer's patterns end with the first of ours (the route's, or a
 // mount of the router's own not yet entered), which are not the prefix:
 // taken for it, they named the route "POST /api/orders/{id}/orders/{id}",
-// which no Config.Routes entry matches (RED_TEAM 526).
-func mountPrefix(outer *chi.Context, ours []string) string {
-	routed := outer.RoutePatterns
+// which no Config.Routes entry matches (RED_TEAM 526). A route of ours
+// ending in a wildcard, routed with an empty rest, ends outer's patterns
+// with an empty "*" as an entered mount does: outer's patterns then end
+// with all of ours, the last of ours with its "*" empty too, and are
+// ours (RED_TEAM 553).
+func mountPrefix(outer *chi.Context, find *chi.Context) string {
+	routed, ours := outer.RoutePatterns, find.RoutePatterns
 	n := len(routed)
-	keys, values := outer.URLParams.Keys, outer.URLParams.Values
-	entered := n > 0 && strings.HasSuffix(routed[n-1], "/*") &&
-		len(keys) > 0 && keys[len(keys)-1] == "*" && len(values) == len(keys) && values[len(values)-1] == ""
+	entered := n > 0 && strings.HasSuffix(routed[n-1], "/*") && emptyRest(&outer.URLParams) &&
+		!(len(ours) <= n && slices.Equal(routed[n-len(ours):], ours) && emptyRest(&find.URLParams))
 	if !entered {
 		for j := min(len(routed), len(ours)); j > 0; j-- {
 			if slices.Equal(routed[len(routed)-j:], ours[:j]) {
@@ -147,6 +150,14 @@ func mountPrefix(outer *chi.Context, ours []string) string {
 	x := chi.NewRouteContext()
 	x.RoutePatterns = routed[:n]
 	return strings.TrimSuffix(x.RoutePattern(), "/*")
+}
+
+// emptyRest reports whether the last of params is a "*" with no value:
+// the rest of a mount chi has entered, or of a wildcard route that
+// matched nothing after its prefix.
+func emptyRest(params *chi.RouteParams) bool {
+	keys, values := params.Keys, params.Values
+	return len(keys) > 0 && keys[len(keys)-1] == "*" && len(values) == len(keys) && values[len(values)-1] == ""
 }
 
 // addParam adds the path parameter k=v to params. chi lets a sub-router

@@ -93,3 +93,38 @@ func TestSubRouterMountedUnderItsOwnNameNamesEachRoute(t *testing.T) {
 		t.Fatalf("/v1/v1/orders under the same key: %d %v (runs %d), want its own run, not /v1/orders' answer", b.Code, b.Header(), runs.Load())
 	}
 }
+
+// TestInlineWildcardRouteWithAnEmptyRestNamesTheRoute: given inline
+// (With) inside a sub-router to a route ending in a wildcard, the
+// middleware names a request whose rest is empty (POST /api/files/) by the
+// route's full pattern, as it names one with a rest (POST /api/files/x):
+// chi empties a mount's "*" on entering it, and the route's own empty "*"
+// is not that mount. Before, /api/files/ was named POST
+// /api/files/files/*, so the route skipped by its pattern was deduplicated
+// for that path alone. Given to Use, both were named alike already.
+func TestInlineWildcardRouteWithAnEmptyRestNamesTheRoute(t *testing.T) {
+	var runs atomic.Int32
+	handler := func(w http.ResponseWriter, _ *http.Request) { runs.Add(1); w.WriteHeader(201) }
+	for _, wiring := range []string{"With", "Use"} {
+		t.Run(wiring, func(t *testing.T) {
+			g := routertest.Guard(t, map[string]idem.Route{"POST /api/files/*": {Skip: true}})
+			r := chi.NewRouter()
+			r.Route("/api", func(sr chi.Router) {
+				if wiring == "Use" {
+					sr.Use(idemchi.Middleware(g, sr))
+					sr.Post("/files/*", handler)
+					return
+				}
+				sr.With(idemchi.Middleware(g, sr)).Post("/files/*", handler)
+			})
+			for i, path := range []string{"/api/files/x", "/api/files/"} {
+				runs.Store(0)
+				k := fmt.Sprintf("%s-%d", key, i)
+				a, b := routertest.Post(r, path, k, `{}`), routertest.Post(r, path, k, `{}`)
+				if n := runs.Load(); n != 2 || b.Header().Get(idem.HeaderOpenWOPReplay) != "" {
+					t.Errorf("%s: the route skipped by its full pattern ran %d times (%d, %d %v), want 2, no replay", path, n, a.Code, b.Code, b.Header())
+				}
+			}
+		})
+	}
+}
