@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -86,7 +87,13 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 			// The handler panicked before a byte of its answer was
 			// handed to lambdaurl, whose deferred write has made it an
 			// empty 200: the invocation fails instead (the function URL
-			// answers 502).
+			// answers 502). Its body is closed, since no one will read
+			// it: lambdaurl's goroutine waits for that to finish its
+			// empty write, and stayed for the life of the process, one
+			// per failed invocation (RED_TEAM 554).
+			if c, ok := out.Body.(io.Closer); ok {
+				_ = c.Close()
+			}
 			return nil, p.err
 		}
 		return out, err
