@@ -74,7 +74,7 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 		}
 		params, prefix := map[string]string{}, ""
 		if mounted {
-			prefix = mountPrefix(outer, rctx)
+			prefix = mountPrefix(outer, rctx, urlPath)
 			for i, k := range outer.URLParams.Keys {
 				if k != "*" {
 					addParam(params, k, outer.URLParams.Values[i])
@@ -133,12 +133,18 @@ func rewritten(urlPath string, outer *chi.Context) bool {
 // ending in a wildcard, routed with an empty rest, ends outer's patterns
 // with an empty "*" as an entered mount does: outer's patterns then end
 // with all of ours, the last of ours with its "*" empty too, and are
-// ours (RED_TEAM 553).
-func mountPrefix(outer *chi.Context, find *chi.Context) string {
+// ours when the patterns before them consume the path before the rest
+// chi routes, urlPath less outer.RoutePath (RED_TEAM 553); a sub-router
+// given to Use whose wildcard route repeats the pattern it is mounted
+// under (Mount("/x", sub), sub.Post("/x/*", h), POST /x/x/) has that
+// path one mount longer.
+func mountPrefix(outer *chi.Context, find *chi.Context, urlPath string) string {
 	routed, ours := outer.RoutePatterns, find.RoutePatterns
 	n := len(routed)
-	entered := n > 0 && strings.HasSuffix(routed[n-1], "/*") && emptyRest(&outer.URLParams) &&
-		!(len(ours) <= n && slices.Equal(routed[n-len(ours):], ours) && emptyRest(&find.URLParams))
+	entered := n > 0 && strings.HasSuffix(routed[n-1], "/*") && emptyRest(&outer.URLParams)
+	if entered && len(ours) <= n && slices.Equal(routed[n-len(ours):], ours) && emptyRest(&find.URLParams) {
+		entered = !consumes(routed[:n-len(ours)], urlPath, outer.RoutePath)
+	}
 	if !entered {
 		for j := min(len(routed), len(ours)); j > 0; j-- {
 			if slices.Equal(routed[len(routed)-j:], ours[:j]) {
@@ -150,6 +156,22 @@ func mountPrefix(outer *chi.Context, find *chi.Context) string {
 	x := chi.NewRouteContext()
 	x.RoutePatterns = routed[:n]
 	return strings.TrimSuffix(x.RoutePattern(), "/*")
+}
+
+// consumes reports whether mounts, patterns chi entered, consume the
+// path before rest in urlPath: as many segments as their patterns have,
+// each less its "/*". A rest urlPath does not end with (a middleware
+// rewrote the path) cannot be told apart, and is taken as consumed.
+func consumes(mounts []string, urlPath, rest string) bool {
+	before, ok := strings.CutSuffix(urlPath, rest)
+	if !ok {
+		return true
+	}
+	segments := 0
+	for _, m := range mounts {
+		segments += strings.Count(strings.TrimSuffix(m, "/*"), "/")
+	}
+	return strings.Count(before, "/") == segments
 }
 
 // emptyRest reports whether the last of params is a "*" with no value:

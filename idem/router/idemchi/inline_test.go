@@ -101,23 +101,38 @@ func TestSubRouterMountedUnderItsOwnNameNamesEachRoute(t *testing.T) {
 // chi empties a mount's "*" on entering it, and the route's own empty "*"
 // is not that mount. Before, /api/files/ was named POST
 // /api/files/files/*, so the route skipped by its pattern was deduplicated
-// for that path alone. Given to Use, both were named alike already.
+// for that path alone. Given to Use, both were named alike already, also
+// in a sub-router whose wildcard route repeats the pattern it is mounted
+// under (POST /api/files/files/).
 func TestInlineWildcardRouteWithAnEmptyRestNamesTheRoute(t *testing.T) {
 	var runs atomic.Int32
 	handler := func(w http.ResponseWriter, _ *http.Request) { runs.Add(1); w.WriteHeader(201) }
-	for _, wiring := range []string{"With", "Use"} {
+	for _, wiring := range []string{"With", "Use", "UseUnderItsOwnName"} {
 		t.Run(wiring, func(t *testing.T) {
 			g := routertest.Guard(t, map[string]idem.Route{"POST /api/files/*": {Skip: true}})
 			r := chi.NewRouter()
-			r.Route("/api", func(sr chi.Router) {
-				if wiring == "Use" {
+			paths := []string{"/api/files/x", "/api/files/"}
+			switch wiring {
+			case "Use":
+				r.Route("/api", func(sr chi.Router) {
 					sr.Use(idemchi.Middleware(g, sr))
 					sr.Post("/files/*", handler)
-					return
-				}
-				sr.With(idemchi.Middleware(g, sr)).Post("/files/*", handler)
-			})
-			for i, path := range []string{"/api/files/x", "/api/files/"} {
+				})
+			case "UseUnderItsOwnName":
+				// Mounted at /files inside /api, its route /files/* is
+				// POST /api/files/files/*.
+				g = routertest.Guard(t, map[string]idem.Route{"POST /api/files/files/*": {Skip: true}})
+				sub := chi.NewRouter()
+				sub.Use(idemchi.Middleware(g, sub))
+				sub.Post("/files/*", handler)
+				r.Route("/api", func(sr chi.Router) { sr.Mount("/files", sub) })
+				paths = []string{"/api/files/files/x", "/api/files/files/"}
+			default:
+				r.Route("/api", func(sr chi.Router) {
+					sr.With(idemchi.Middleware(g, sr)).Post("/files/*", handler)
+				})
+			}
+			for i, path := range paths {
 				runs.Store(0)
 				k := fmt.Sprintf("%s-%d", key, i)
 				a, b := routertest.Post(r, path, k, `{}`), routertest.Post(r, path, k, `{}`)
