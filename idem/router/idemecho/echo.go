@@ -86,8 +86,11 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 					// per host behind a switch of the program's, which
 					// the middleware cannot see: the host the request
 					// was sent to is in the fingerprint, as gin's is
-					// (RED_TEAM 529).
-					params[hostParam] = strings.ToLower(r.Host)
+					// (RED_TEAM 529), under a name of its own: a host
+					// name a host's router keeps, lower-cased from
+					// another spelling the default router served, is
+					// another route's request (RED_TEAM 555).
+					params[sentHostParam] = strings.ToLower(r.Host)
 				}
 				return r.Method + " " + path, params, true
 			}
@@ -205,10 +208,14 @@ func groupNotFound(c echo.Context) bool {
 }
 
 // hostParam names, among a route's parameters in the fingerprint, the host
-// the request was sent to (as given when a router of that host, Echo.Host,
-// served it; lower-cased otherwise): no echo path parameter has a name
-// with a slash.
+// a router of that host (Echo.Host) served, as given: no echo path
+// parameter has a name with a slash.
 const hostParam = "/host"
+
+// sentHostParam names, among a route's parameters in the fingerprint, the
+// host a request no host's router served was sent to, lower-cased: never
+// hostParam, whose value a host's router keeps as it is written.
+const sentHostParam = "/host sent"
 
 // statusWriter is echo's own ResponseWriter, noting the status and size
 // of what is written to it (the Guard's answer, or the handler's when the

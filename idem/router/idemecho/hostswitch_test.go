@@ -60,3 +60,44 @@ func TestServersBehindAHostSwitchNeverShareAnAnswer(t *testing.T) {
 		t.Fatalf("b under a's key: %d %s (runs %v), want 409 and b not run", b.Code, b.Body, runs)
 	}
 }
+
+// TestHostRouterAndDefaultRouterNeverShareAnAnswer: a host's router
+// (Echo.Host("a.example.com")) serves only requests whose Host is that
+// name as written; one sent to A.Example.com is served by the server's
+// default router, by another handler of the same path. The same key and
+// body sent to the two is two requests, never one answered by the
+// other's replay. Before, the default router's host was in the
+// fingerprint lower-cased under the name the host's router's is under, so
+// the two had one fingerprint and the default router's request was
+// answered 201 with the host's router's answer, its handler not run.
+func TestHostRouterAndDefaultRouterNeverShareAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	runs := map[string]int{}
+	e.Host("a.example.com").POST("/orders", func(c echo.Context) error {
+		runs["host"]++
+		return c.String(201, "a's router")
+	})
+	e.POST("/orders", func(c echo.Context) error {
+		runs["default"]++
+		return c.String(201, "the default router")
+	})
+	send := func(host string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://"+host+"/orders", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	if a := send("a.example.com"); a.Code != 201 || a.Body.String() != "a's router" {
+		t.Fatalf("a: %d %s", a.Code, a.Body)
+	}
+	if d := send("A.Example.com"); d.Code != http.StatusConflict || runs["default"] != 0 {
+		t.Fatalf("the default router's request under a's key: %d %s %v (runs %v), want 409 and its handler not run", d.Code, d.Body, d.Header(), runs)
+	}
+	if again := send("a.example.com"); again.Body.String() != "a's router" || runs["host"] != 1 {
+		t.Fatalf("a again: %d %s (runs %v), want its replay", again.Code, again.Body, runs)
+	}
+}
