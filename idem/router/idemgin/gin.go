@@ -57,9 +57,10 @@ import (
 // goes out as it is rendered; one given to Use after this middleware
 // renders inside the claim, and its answer is recorded as any other.
 // Handlers that return without a word (no status, no body) once their
-// request's context ended bailed out, as behind net/http: the key is
-// released, never an empty 200 recorded. It
-// panics when guard is nil: a wiring mistake, reported at start-up.
+// request's context ended, or once the Guard cut their lease (the
+// context c.Request carries ended with idem.ErrLeaseLost), bailed out,
+// as behind net/http: the key is released, never an empty 200 recorded.
+// It panics when guard is nil: a wiring mistake, reported at start-up.
 func Middleware(guard *idem.Guard) gin.HandlerFunc {
 	if guard == nil {
 		panic("idemgin: Middleware(guard) needs the Guard: r.Use(idemgin.Middleware(guard))")
