@@ -380,10 +380,23 @@ func sentPath(r *http.Request) (string, bool) {
 		}
 		sent = u.EscapedPath()
 	}
-	if sent == r.URL.EscapedPath() {
+	if sent == r.URL.EscapedPath() || sent == r.URL.RawPath && spells(sent, r.URL.Path) {
+		// Not rewritten. A target holding bytes net/url escapes when it
+		// spells the path again (raw UTF-8, '|', braces) is kept as sent
+		// in RawPath, which EscapedPath does not return: it is compared
+		// as sent, and only while it still spells the path (a handler
+		// that set Path alone left it behind). Such a request keeps the
+		// fingerprint it had before the sent path joined it (RED_TEAM
+		// 556).
 		return "", false
 	}
 	return sent, true
+}
+
+// spells reports whether raw, a path as sent, decodes to path.
+func spells(raw, path string) bool {
+	p, err := url.PathUnescape(raw)
+	return err == nil && p == path
 }
 
 // toV2 renders an answer as an HTTP API (payload 2.0) response: repeated
