@@ -43,7 +43,9 @@ const (
 	//   - the concrete path parameters, sorted by name;
 	//   - the request path, only where the route does not determine it: the
 	//     HTTP API $default route, a ServeMux pattern that matches a subtree
-	//     (ends in "/"), and net/http requests with no pattern at all;
+	//     (ends in "/"), and net/http requests with no pattern at all; and,
+	//     behind net/http, the path the client sent where a handler before
+	//     the Guard rewrote it (http.StripPrefix);
 	//   - the query string, canonicalised: names and values percent-decoded
 	//     ('+' is a space), pairs sorted by name, the values of a repeated name
 	//     kept in the order they arrived;
@@ -52,7 +54,9 @@ const (
 	//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes);
 	//   - after it, on a route whose handler reads the body by its
 	//     Content-Type (no idem.Route.JSON, no idem.Contract), a non-empty
-	//     body's media type, unless it is application/json or absent;
+	//     body's media type, unless it is application/json or absent (a
+	//     JSON type labelled with a charset other than UTF-8 keeps that
+	//     charset), and its content codings other than identity;
 	//   - last, a method-override header (X-HTTP-Method-Override,
 	//     X-HTTP-Method, X-Method-Override) naming a method other than the
 	//     request's own, unless its route declares it.
@@ -61,9 +65,14 @@ const (
 	// any part never share a fingerprint: the same key on a different request is
 	// 409 idempotency_key_mismatch, never a replay.
 	//
-	// The last two parts joined the recipe on 7 December 2026 under the same
-	// stamp: they are added only where a request carries them, so every other
-	// request kept its fingerprint. A record written before that for a
+	// The last two parts, the content coding, a JSON type's other charset
+	// and the path the client sent joined the recipe on 7 December 2026
+	// under the same stamp: each is added only where a request carries it,
+	// so every other request kept its fingerprint (docs/GUARANTEES.md,
+	// "Upgrading across a change of fingerprint", says which retries across
+	// that upgrade are refused). The router adapters choose the route's
+	// parameters they hand the recipe (a host, a rewritten path), which
+	// changed for some requests under the same stamp too. A record written before that for a
 	// request carrying one cannot be compared with the earlier recipe's
 	// fingerprint: the earlier recipe gave one fingerprint to requests the
 	// recipe now tells apart (a JSON Patch and a merge patch of the same
