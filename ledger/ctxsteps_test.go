@@ -184,3 +184,73 @@ func TestClaimOfAGoneCallerIsBoundedByTheOutcomeTimeout(t *testing.T) {
 		t.Fatalf("Do: %v, called %t; want an error, nothing called", err, called)
 	}
 }
+
+// lateClaim is a store that holds its first claim until the caller of
+// Do has gone (gone closed): a claim whose call's context ended with the
+// caller is then answered its context's error and applied later, by
+// apply (a request the client gave up on that the server still applies,
+// after the writes the client made next); one whose context did not end
+// is applied and answered at once.
+type lateClaim struct {
+	ledger.Store
+	gone    <-chan struct{}
+	once    sync.Once
+	pending []func()
+}
+
+func (s *lateClaim) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return s.Store.Create(ctx, r, now)
+	}
+	<-s.gone
+	if err := ctx.Err(); err != nil {
+		s.pending = append(s.pending, func() { _, _, _ = s.Store.Create(context.Background(), r, now) })
+		return false, nil, err
+	}
+	return s.Store.Create(ctx, r, now)
+}
+
+// A caller whose deadline passes while its claim is on the way has gone
+// away as a cancelled one has: the claim waits for its answer and is
+// given back after it landed, so the next Do fires at once, once. Before,
+// the claim's call kept the caller's deadline and ended with it: its
+// give-back found nothing, the claim landed after it, and the effect was
+// in flight for the whole lease, then reported escaped (RED_TEAM 570, the
+// deadline's path of 534).
+func TestClaimCutByItsCallersDeadlineIsGivenBackAfterItLands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	st := &lateClaim{Store: memstore.New(), gone: ctx.Done()}
+	l, err := ledger.New(ledger.Config{Store: st, Wait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "deadline-claim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	fn := func(context.Context, ledger.Call) ([]byte, error) {
+		calls++
+		return []byte("ok"), nil
+	}
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, fn); !errors.Is(err, context.DeadlineExceeded) || calls != 0 {
+		t.Fatalf("the Do whose deadline passed: %v, calls %d; want the deadline's error, nothing called", err, calls)
+	}
+	for _, f := range st.pending {
+		f()
+	}
+	r, err := l.Do(context.Background(), ledger.Effect{Identity: id}, fn)
+	if err != nil || r.Replayed || calls != 1 {
+		t.Fatalf("the next Do (%d late claims applied): %+v %v, calls %d; want it fired at once, once", len(st.pending), r, err, calls)
+	}
+	rec, err := l.Lookup(context.Background(), id.EffectID)
+	if err != nil || rec == nil {
+		t.Fatalf("record: %v %v", rec, err)
+	}
+	if a := rec.Attempts[0]; a.State != ledger.AttemptReleased || a.Fired {
+		t.Fatalf("the cut attempt: %s, fired %t; want released, unfired", a.State, a.Fired)
+	}
+}

@@ -88,27 +88,22 @@ func (c *detachedCtx) release() {
 
 // claimCall returns the context of a claim's or reclaim's store call made
 // for ctx, and the function that ends it once the call returned: ctx's
-// values and deadline, not its cancellation. A claim whose caller went
-// away while it was on the way then waits for its own answer, and Do
-// gives it back after it landed, never before it, where the give-back
-// would find nothing of its own to release and the claim, landing after
-// it, would hold the effect in flight for its whole lease, its attempt
-// (the fire mark, without a Fencer) then reported escaped although its
-// function was never called (RED_TEAM 534). Once the caller went away
-// the call gets at most Config.OutcomeTimeout more, so a store that hangs
-// does not hold Do without bound. A context that cannot be cancelled is
-// used as it is (no allocation).
+// values, not its cancellation nor its deadline. A claim whose caller
+// went away while it was on the way (cancelled, or its deadline passed)
+// then waits for its own answer, and Do gives it back after it landed,
+// never before it, where the give-back would find nothing of its own to
+// release and the claim, landing after it, would hold the effect in
+// flight for its whole lease, its attempt (the fire mark, without a
+// Fencer) then reported escaped although its function was never called
+// (RED_TEAM 534; by a deadline, 570). Once the caller went away the call
+// gets at most Config.OutcomeTimeout more, so a store that hangs does not
+// hold Do without bound. A context that cannot be cancelled is used as it
+// is (no allocation).
 func (l *Ledger) claimCall(ctx context.Context) (context.Context, func()) {
 	if ctx.Done() == nil {
 		return ctx, nop
 	}
-	var c context.Context
-	var cancel context.CancelFunc
-	if dl, ok := ctx.Deadline(); ok {
-		c, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl)
-	} else {
-		c, cancel = context.WithCancel(context.WithoutCancel(ctx))
-	}
+	c, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var mu sync.Mutex
 	var bound *time.Timer
 	ended := false

@@ -211,7 +211,7 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     Fencer, its fire mark) knows it did not call fn: it gives the claim
 //     back (the attempt is released, unfired) and returns ctx's error. The
 //     claim's (or reclaim's) store call is not cut by ctx's cancellation
-//     (its deadline is kept): it waits for its answer, at most
+//     nor its deadline: it waits for its answer, at most
 //     Config.OutcomeTimeout once ctx ended, so that the claim is given
 //     back after it landed, never before;
 //   - the outcome of fn is recorded even when ctx ended while fn ran (the
