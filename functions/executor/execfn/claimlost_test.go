@@ -11,6 +11,7 @@ import (
 	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	sysclock "github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/ledger"
 )
 
 // cancelOnSecrets is a tenant's signing-secret read (made by the delivery
@@ -62,5 +63,41 @@ func TestNoSendAfterTheExecutionKnowsItsClaimLost(t *testing.T) {
 	}
 	if r, _ := f.runs.Get(ctx, run.ID); r.Status != hostruns.StatusCancelled || r.Failures != 0 {
 		t.Fatalf("run %s (failures %d), want cancelled, no failure counted", r.Status, r.Failures)
+	}
+}
+
+// An execution that knows its claim lost spends one attempt of the
+// delivery's effect at most (its try refused by the seam, released as not
+// sent), even when the webhook may wait inline for a retry
+// (Webhook.WaitInline, as an embedding sets it): the effect is left for
+// the execution that holds the run, or for none once the run is
+// cancelled. Before (RED_TEAM 572), the delivery's inline retries went on
+// after the seam's refusal, each an attempt refused again, until the
+// attempt cap: every one of the 5 spent and the delivery's effect
+// exhausted, so an execution that took the run over could never send it.
+func TestClaimLostSpendsOneAttemptOnly(t *testing.T) {
+	f := newFixture(t)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+	defer srv.Close()
+	tick, stopped := make(chan time.Time), make(chan struct{})
+	f.x.Test.Clock = sysclock.Funcs{NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) {
+		return tick, func() { close(stopped) }
+	}}
+	var runID string
+	f.x.Webhook.Secrets = cancelOnSecrets{runs: f.runs, runID: &runID, tick: tick, stopped: stopped}
+	f.x.MaxAttempts = 3
+	run := f.webhookRun(t, srv.URL)
+	runID = run.ID
+	ctx := context.Background()
+	if retry := f.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("retry %v: a run cancelled under its execution is done", retry)
+	}
+	p, err := f.l.Witness(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Effects) != 1 || p.Effects[0].State != ledger.AttemptReleased || n.Load() != 0 {
+		t.Fatalf("witness %+v, %d sends; want one attempt, released, nothing sent", p.Effects, n.Load())
 	}
 }

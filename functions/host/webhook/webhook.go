@@ -565,6 +565,14 @@ func (w *Webhook) deliver(ctx context.Context, seam string, eff ledger.Effect, d
 		if err := w.Test.Clock.Sleep(ctx, max(wait, 0)); err != nil {
 			return res, err
 		}
+		if runs.CheckSeam(ctx, seam) != nil {
+			// The execution lost its claim on the run meanwhile (or
+			// its try was refused for it): no further try, each an
+			// attempt the seam would refuse again until the cap, the
+			// effect then exhausted for the execution that holds the
+			// run (RED_TEAM 572). The caller sees the retry schedule.
+			return res, err
+		}
 	}
 }
 
