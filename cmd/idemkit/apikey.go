@@ -272,8 +272,7 @@ var stdin io.Reader = os.Stdin
 // hashForm is what --hash accepts, as a bad one's message says it.
 // hashShaped reports whether v reads as a stored hash mistyped: key#
 // (any letter case) or nothing before hex digits alone. Such a value is
-// quoted when refused; any other value the authorizer would take as a key
-// is not.
+// quoted when refused; any other is not, since it may hold the key.
 func hashShaped(v string) bool {
 	h := strings.ToLower(v)
 	h = strings.TrimPrefix(h, "key#")
@@ -380,9 +379,11 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 			hash = "key#" + hash
 		}
 		if !apikeys.ValidHash(hash) {
-			if !hashShaped(*hashFlag) && apikeys.ValidKey(*hashFlag) {
+			if !hashShaped(*hashFlag) {
 				// Not quoted: it may be the key itself, given for its
-				// hash (RED_TEAM 540), and stderr goes to CI logs and
+				// hash (RED_TEAM 540), or the key with what surrounded
+				// it where it was copied from ("Bearer ", a space, a
+				// carriage return: 573), and stderr goes to CI logs and
 				// shared terminals.
 				return usageError(fs, stderr, "--hash (not shown; it may be the key itself): %s; to revoke by the key, give --key - and the key on stdin", hashForm)
 			}

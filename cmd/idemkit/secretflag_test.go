@@ -64,3 +64,26 @@ func TestARefusedRevokeHashDoesNotEchoAKey(t *testing.T) {
 		}
 	}
 }
+
+// A key given for --hash with what surrounds it when copied (the
+// "Bearer " of its header, a space, the carriage return a Windows key
+// file keeps through $(cat file)) is not quoted either: the authorizer
+// would not take it as it stands, but the key is in it (RED_TEAM 573).
+// Before, only a value the authorizer takes as it stands was held back.
+func TestARefusedRevokeHashDoesNotEchoAKeyWithWhatSurroundsIt(t *testing.T) {
+	for _, secret := range []string{
+		"Bearer idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB",
+		"idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB ",
+		"idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB\r",
+		"\"idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB\"",
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"apikey", "revoke", "--hash", secret, "--endpoint", "http://127.0.0.1:9"}, &out, &errb)
+		if first, _, _ := strings.Cut(errb.String(), "\n"); code != 2 || !strings.Contains(first, "--hash") {
+			t.Errorf("%q: exit %d, first line %q; want 2, naming --hash", secret, code, first)
+		}
+		if strings.Contains(errb.String()+out.String(), "S3CR3T") {
+			t.Errorf("%q: the output quotes the value: %q", secret, errb.String())
+		}
+	}
+}
