@@ -133,7 +133,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return code
 	}
 	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+		return unexpectedSecretArg(fs, stderr, pos[0])
 	}
 	if *tenant != "" && ids.ValidTenant(*tenant) && !ids.MintableTenant(*tenant) {
 		return usageError(fs, stderr, "--tenant %q holds a '~': a tenant may hold %s (a host must not mint run ids holding a '~')", *tenant, ids.MintTenantChars)
@@ -354,7 +354,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 		return code
 	}
 	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+		return unexpectedSecretArg(fs, stderr, pos[0])
 	}
 	var hash string
 	switch {

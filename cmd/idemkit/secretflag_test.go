@@ -87,3 +87,31 @@ func TestARefusedRevokeHashDoesNotEchoAKeyWithWhatSurroundsIt(t *testing.T) {
 		}
 	}
 }
+
+// A key or signing secret typed as an argument of the commands that take
+// one by flag (`apikey revoke KEY`, the most natural typing) is refused
+// without quoting it (RED_TEAM 574). Before, "unexpected argument
+// "idk_…"" put it on stderr.
+func TestAKeyGivenAsAnArgumentIsNotQuoted(t *testing.T) {
+	const key, secret = "idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB", "whsec_S3CR3TMDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u"
+	for _, args := range [][]string{
+		{"apikey", "revoke", key},
+		{"apikey", "revoke", "--endpoint", "http://127.0.0.1:9", key},
+		{"apikey", "create", "--tenant", "acme", key},
+		{"webhook", "secret", "rotate", "--tenant", "acme", secret},
+		{"webhook", "secret", "remove", "--tenant", "acme", secret},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		if first, _, _ := strings.Cut(errb.String(), "\n"); code != 2 || !strings.Contains(first, "unexpected argument") {
+			t.Errorf("%q: exit %d, first line %q; want 2, an unexpected argument", args, code, first)
+		}
+		if strings.Contains(errb.String()+out.String(), "S3CR3T") {
+			t.Errorf("%q: the output quotes the argument: %q", args, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"apikey", "revoke", "--hash", strings.Repeat("0", 64), "a b"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `"a b"`) {
+		t.Errorf("an argument no key could be: exit %d, %q; want 2, quoting it", code, errb.String())
+	}
+}

@@ -131,7 +131,7 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 		return code
 	}
 	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+		return unexpectedSecretArg(fs, stderr, pos[0])
 	}
 	if code, ok := secretTenant(fs, stderr, *tenant); !ok {
 		return code
@@ -232,7 +232,7 @@ func runWebhookSecretRemove(ctx context.Context, args []string, stdout, stderr i
 		return code
 	}
 	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+		return unexpectedSecretArg(fs, stderr, pos[0])
 	}
 	if code, ok := secretTenant(fs, stderr, *tenant); !ok {
 		return code
