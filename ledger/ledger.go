@@ -148,7 +148,12 @@ type Config struct {
 	// attempt firing: Do returns the store's error, and once the lease
 	// ends the next Do reclaims the attempt as escaped and fires with the
 	// same provider key. A release not written leaves the claim to expire
-	// with its lease. Default (0) 10 s; must not be negative.
+	// with its lease. It also bounds a claim's (or reclaim's) store call
+	// once the caller's context ended, cancelled or past its deadline:
+	// that call is not cut by it but waits for its answer, at most
+	// OutcomeTimeout more, so that a claim that lands is given back after
+	// it, never before (RED_TEAM 534, 570). Default (0) 10 s; must not be
+	// negative.
 	OutcomeTimeout time.Duration
 	// WitnessDuplicates makes a suppressed duplicate coming from a run that
 	// neither created the effect record nor made an attempt at it write a
