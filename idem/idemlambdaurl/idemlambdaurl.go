@@ -75,7 +75,17 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 		if p, ok := r.Context().Value(panicKey{}).(*panicked); ok {
 			defer p.recover(sw)
 		}
-		handler.ServeHTTP(sw, r.WithContext(streamed.With(r.Context())))
+		r = r.WithContext(streamed.With(r.Context()))
+		if r.RequestURI == "" {
+			// The request target as the function URL received it, as
+			// net/http's server sets it (lambdaurl does not): a handler
+			// before the Guard that rewrites the path (http.StripPrefix
+			// mounting one of several applications) leaves it, so the
+			// Guard puts the path sent in the fingerprint and two
+			// applications never share an answer (RED_TEAM 533, 575).
+			r.RequestURI = r.URL.RequestURI()
+		}
+		handler.ServeHTTP(sw, r)
 	}))
 	return func(ctx context.Context, req *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
 		if bad := unreadable(req); bad != nil {
