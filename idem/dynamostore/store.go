@@ -343,8 +343,9 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 // record item's 1 KB beside the record's own attributes (about 600 bytes)
 // is first written as chunk items of up to 350 KB under a key unique to
 // this completion, then referenced by the fenced write; if the fence fails,
-// or the transaction is cancelled, the chunks are deleted (best effort;
-// they also carry the record's TTL).
+// the transaction is cancelled, or the write is refused as a request (a
+// ValidationException), the chunks are deleted (best effort; they also
+// carry the record's TTL).
 // A chunk write that fails (throttled past the SDK's retries, say) fails
 // the completion before its write of the record, or its transaction, is
 // sent: the error matches idem.ErrRecordNotSent beside its cause.
@@ -393,9 +394,12 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames,
 			ExpressionAttributeValues: put.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: put.ReturnValuesOnConditionCheckFailure,
 		}, sent.option)
-		item, failed, err := conditionItem(err, "complete PutItem")
+		item, failed, cerr := conditionItem(err, "complete PutItem")
 		if !failed {
-			return err
+			if cerr != nil && refusedOnlySend(err, &sent) {
+				s.dropChunks(ctx, id, ref)
+			}
+			return cerr
 		}
 		return s.fenceFailed(ctx, id, item, &sent, mine, ref)
 	}
@@ -413,6 +417,9 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 	}
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
+		if refusedOnlySend(err, &sent) {
+			s.dropChunks(ctx, id, ref)
+		}
 		return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
 	}
 	reasons := tce.CancellationReasons
@@ -649,6 +656,25 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 		return rec, true, err
 	}
 	return rec, true, nil
+}
+
+// refusedOnlySend reports whether err is the engine's refusal of a
+// completion's write as a request (a ValidationException: business writes
+// naming one item twice, an item it cannot take; a ResourceNotFoundException),
+// met by the call's only send: nothing was applied, so the chunk items
+// written for its response are referenced by nothing and are deleted, as a
+// cancelled transaction's are (RED_TEAM 576). After an SDK retry an
+// earlier send may have applied the completion, so they stay.
+func refusedOnlySend(err error, sent *sendCount) bool {
+	var ae interface{ ErrorCode() string }
+	if sent.retried() || !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "ValidationException", "ResourceNotFoundException":
+		return true
+	}
+	return false
 }
 
 func isUnsupported(err error) bool {
