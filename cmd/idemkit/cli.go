@@ -264,22 +264,29 @@ var secretFlags = map[string]func(v string) string{
 
 // unexpectedSecretArg refuses arg, an argument given to a command that
 // takes a key or a signing secret by flag (apikey create and revoke,
-// webhook secret rotate and remove), where every input is a flag: an
-// argument of at least minSecretArg characters that the authorizer would
-// take as a key (apikeys.ValidKey; a signing secret is one too) is not
-// quoted, since it may be the key or secret itself, typed where a flag was
-// meant (RED_TEAM 574), and stderr goes to CI logs and shared terminals;
-// any other (a stray word) is quoted, to show the fault.
+// webhook secret rotate and remove, dev), where every input is a flag: an
+// argument that may be a secret (mayBeSecret) is not quoted, since it may
+// be the key or secret itself, typed where a flag was meant (RED_TEAM
+// 574), and stderr goes to CI logs and shared terminals; any other (a
+// stray word) is quoted, to show the fault.
 func unexpectedSecretArg(fs *flag.FlagSet, stderr io.Writer, arg string) int {
-	if len(arg) >= minSecretArg && apikeys.ValidKey(arg) {
+	if mayBeSecret(arg) {
 		return usageError(fs, stderr, "unexpected argument (not shown; it may be a key or a secret): every input is a flag")
 	}
 	return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", arg)
 }
 
-// minSecretArg is the length from which unexpectedSecretArg takes an
-// argument for a possible key or secret: a minted key has 36 characters,
-// a signing secret more.
+// mayBeSecret reports whether arg, given where no key was asked for, may
+// be an API key or a signing secret: at least minSecretArg characters that
+// the authorizer would take as a key (apikeys.ValidKey; a signing secret
+// is one too).
+func mayBeSecret(arg string) bool {
+	return len(arg) >= minSecretArg && apikeys.ValidKey(arg)
+}
+
+// minSecretArg is the length from which mayBeSecret takes an argument for
+// a possible key or secret: a minted key has 36 characters, a signing
+// secret more.
 const minSecretArg = 16
 
 // hideSecretValue rewrites the flag package's refusal of a secret flag's

@@ -135,7 +135,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(pos) > 0 {
-		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+		return unexpectedSecretArg(fs, stderr, pos[0])
 	}
 	// unreachable is the hint when the engine does not answer.
 	unreachable := "is it running, and is --dynamodb-endpoint right?"

@@ -100,11 +100,13 @@ func TestAKeyGivenAsAnArgumentIsNotQuoted(t *testing.T) {
 		{"apikey", "create", "--tenant", "acme", key},
 		{"webhook", "secret", "rotate", "--tenant", "acme", secret},
 		{"webhook", "secret", "remove", "--tenant", "acme", secret},
+		{"dev", key},
+		{"conform", key},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), args, &out, &errb)
-		if first, _, _ := strings.Cut(errb.String(), "\n"); code != 2 || !strings.Contains(first, "unexpected argument") {
-			t.Errorf("%q: exit %d, first line %q; want 2, an unexpected argument", args, code, first)
+		if first, _, _ := strings.Cut(errb.String(), "\n"); code != 2 || !strings.Contains(first, "unexpected argument") && !strings.Contains(first, "URL") {
+			t.Errorf("%q: exit %d, first line %q; want 2, an unexpected argument (conform: no URL)", args, code, first)
 		}
 		if strings.Contains(errb.String()+out.String(), "S3CR3T") {
 			t.Errorf("%q: the output quotes the argument: %q", args, errb.String())
@@ -113,5 +115,9 @@ func TestAKeyGivenAsAnArgumentIsNotQuoted(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"apikey", "revoke", "--hash", strings.Repeat("0", 64), "a b"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `"a b"`) {
 		t.Errorf("an argument no key could be: exit %d, %q; want 2, quoting it", code, errb.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"conform", "127.0.0.1:3000/api/orders"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `"127.0.0.1:3000/api/orders"`) {
+		t.Errorf("conform given a URL without its scheme: exit %d, %q; want 2, quoting it", code, errb.String())
 	}
 }
