@@ -181,7 +181,7 @@ func TestRenewalRecreatesARecordTheOtherRegionsTTLDeletedMidCall(t *testing.T) {
 		if calls.Add(1) > 1 {
 			return []byte("charged"), nil
 		}
-		<-st.created // the claim's own Create: only the renewal's may answer the select below
+		<-st.created                       // the claim's own Create: only the renewal's may answer the select below
 		st.Delete(t, "effect#"+c.EffectID) // the other region's TTL deletion arrives
 		clk.Advance(10 * time.Second)
 		tk.Tick() // a renewal, received by the heartbeat
