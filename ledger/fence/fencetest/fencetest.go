@@ -303,6 +303,52 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("ReopenOnceRetiresThePassedToken", func(t *testing.T) {
+		// One Reopen of the passed token, not retried, already retires it:
+		// the late pass of that token (a retry whose answer was lost) is
+		// refused before any retry of the Reopen or the next Acquire.
+		s, id := h.NewStore(t), EffectID()
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		if ok, _, err := s.Reopen(ctx, id, tok); err != nil || !ok {
+			t.Fatalf("Reopen of the passed token = %v, %v", ok, err)
+		}
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); ok {
+			t.Fatal("the token passed again after one Reopen")
+		}
+		if it, err := s.Get(ctx, id); err != nil || it == nil || it.Passed != nil {
+			t.Fatalf("item after one Reopen and a late pass = %+v, %v; want no pass", it, err)
+		}
+	})
+
+	t.Run("RetentionEndsAtItsInstant", func(t *testing.T) {
+		// An item's retention ends at ExpiresAt itself: at that instant a
+		// pass no longer blocks a new token, and Keep no longer extends it
+		// (DynamoDB's conditions: expiresAtMs <= :now reissues,
+		// expiresAtMs > :now keeps).
+		s, id := h.NewStore(t), EffectID()
+		end := t0.Add(15 * day)
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, end)
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		if ok, err := s.Keep(ctx, id, tok, end, end.Add(day)); err != nil || ok {
+			t.Fatalf("Keep at the instant retention ends = %v, %v; want refused", ok, err)
+		}
+		if it, _ := s.Get(ctx, id); it == nil || !it.ExpiresAt.Equal(end) {
+			t.Fatalf("Keep at the instant retention ends changed the item: %+v", it)
+		}
+		if _, p, _ := s.Acquire(ctx, id, seed(t0), end.Add(-time.Millisecond), end); p == nil {
+			t.Fatal("Acquire a millisecond before retention ends issued a token past the pass")
+		}
+		nt, p, err := s.Acquire(ctx, id, seed(t0), end, end.Add(15*day))
+		if err != nil || p != nil || nt <= tok {
+			t.Fatalf("Acquire at the instant retention ends = %d, %+v, %v; want a token above %d", nt, p, err, tok)
+		}
+	})
+
 	t.Run("MonotonicAcrossDeletion", func(t *testing.T) {
 		s, id := h.NewStore(t), EffectID()
 		var old uint64

@@ -94,6 +94,7 @@ func Run(t *testing.T, h Harness) {
 		{"LostResponse", lostResponse},
 		{"Forgets", forgets},
 		{"CallerShare", callerShare},
+		{"CallerShareIsPerTenant", callerSharePerTenant},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}
@@ -564,6 +565,25 @@ func callerShare(t *testing.T, h Harness) {
 		if got := len(listedOf(t, s, caller)); kept != freed || got != share {
 			t.Fatalf("%d places freed: %d racing keeps succeeded; the caller lists %d entries, its share is %d", freed, kept, got, share)
 		}
+	}
+}
+
+// callerSharePerTenant: a caller's share is counted within one tenant; the
+// same caller name at its share in another tenant takes no place here.
+func callerSharePerTenant(t *testing.T, h Harness) {
+	const share = 2
+	s, ctx := h.NewStore(t, inbox.Config{MaxPerCaller: share}), context.Background()
+	for n := range share {
+		keep(t, s, entry("globex", n, time.Duration(n)*time.Second), "")
+	}
+	if err := s.Keep(ctx, entry("globex", 9, 9*time.Second), ""); !errors.Is(err, inbox.ErrFull) {
+		t.Fatalf("a new entry past the caller's share in its tenant: %v", err)
+	}
+	for n := range share {
+		keep(t, s, entry("acme", 10+n, time.Duration(n)*time.Second), "")
+	}
+	if got := len(listedOf(t, s, "caller-a")); got != share {
+		t.Fatalf("acme lists %d entries of the caller, want %d (its share, untouched by another tenant's)", got, share)
 	}
 }
 
