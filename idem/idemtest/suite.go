@@ -271,6 +271,21 @@ func (s *suite) claimAbsent(t *testing.T) {
 	if _, ok := get(t, st, newID(t), now); ok {
 		t.Fatalf("Get of an absent id found a record")
 	}
+	// A claim ignores the response its record carries: the pending record
+	// has none, for its owner, for Get and for a second claimer (which
+	// would otherwise see a pending record answering as a replay).
+	id2 := newID(t)
+	rec2 := pending(id2, digestA, "owner-1", now)
+	rec2.Response = resp(201, `{"carried":true}`)
+	if got := claim(t, st, rec2, now, idem.Claimed); got.Response != nil {
+		t.Fatalf("a claim carrying a response returned it: %s", summary(got))
+	}
+	if got := mustGet(t, st, id2, now); got.Response != nil {
+		t.Fatalf("a claim carrying a response stored it: Get = %s", summary(got))
+	}
+	if got := claim(t, st, pending(id2, digestA, "owner-2", now), now, idem.Exists); got.State != idem.StatePending || got.Response != nil {
+		t.Fatalf("a second claimer saw the first claim's carried response: %s", summary(got))
+	}
 }
 
 func (s *suite) pendingLive(t *testing.T) {

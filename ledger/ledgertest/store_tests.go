@@ -21,6 +21,7 @@ var storeTests = []test{
 	{"CreateRace32", testCreateRace},
 	{"RecordRoundTrip", testRecordRoundTrip},
 	{"CreateReplacesExpired", testCreateReplacesExpired},
+	{"CreateRetentionBoundary", testCreateRetentionBoundary},
 	{"ReplaceConditions", testReplaceConditions},
 	{"FenceCondition", testFenceCondition},
 	{"ListByRun", testListByRun},
@@ -155,6 +156,31 @@ func testCreateReplacesExpired(t *testing.T, e *env) {
 	won, _, err := e.raw.Create(ctx, r2, later)
 	if err != nil || !won {
 		t.Fatalf("Create over a record past retention = %v, %v; want won (expiry is inside the condition)", won, err)
+	}
+	if got := e.get(r.Key); got.Owner != "owner-2" {
+		t.Fatalf("owner %q, want owner-2", got.Owner)
+	}
+}
+
+// testCreateRetentionBoundary: a record is live until the instant its
+// retention ends (DynamoDB's expiresAtMs <= now): a Create a millisecond
+// before loses to it, a Create at that instant replaces it.
+func testCreateRetentionBoundary(t *testing.T, e *env) {
+	ctx := e.ctx()
+	now := e.clock.Now().Truncate(time.Millisecond)
+	r := e.sample("expedge", now)
+	r.ExpiresAt = now.Add(time.Second)
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	r2 := r.Clone()
+	r2.Owner, r2.ExpiresAt = "owner-2", now.Add(ledger.MinRetention)
+	before := r.ExpiresAt.Add(-time.Millisecond)
+	if won, cur, err := e.raw.Create(ctx, r2, before); err != nil || won || cur == nil || cur.Owner != r.Owner {
+		t.Fatalf("Create a millisecond before the record's retention ends = %v, %+v, %v; want lost to the live record", won, cur, err)
+	}
+	if won, _, err := e.raw.Create(ctx, r2, r.ExpiresAt); err != nil || !won {
+		t.Fatalf("Create at the instant the record's retention ends = %v, %v; want won", won, err)
 	}
 	if got := e.get(r.Key); got.Owner != "owner-2" {
 		t.Fatalf("owner %q, want owner-2", got.Owner)
