@@ -25,6 +25,7 @@ var storeTests = []test{
 	{"ReplaceConditions", testReplaceConditions},
 	{"FenceCondition", testFenceCondition},
 	{"ListByRun", testListByRun},
+	{"ListByRunReferences", testListByRunRefs},
 	{"GetOfAKeyNoRecordCanHave", testGetOddKeys},
 }
 
@@ -297,6 +298,54 @@ func testListByRun(t *testing.T, e *env) {
 		}
 		return ""
 	})
+}
+
+// testListByRunRefs: a run reference lists a record created before the
+// reference's expiry (a later AddRunRef of the same run and key sets that
+// expiry anew), and one holding an attempt of the run whatever its expiry;
+// a record created at or after the expiry is a later effect, not listed.
+func testListByRunRefs(t *testing.T, e *env) {
+	ctx := e.ctx()
+	now := e.clock.Now().Truncate(time.Millisecond)
+	runB, runC, runD := e.runID(), e.runID(), e.runID()
+	r := e.sample("refs", now)
+	r.Attempts = append(r.Attempts, ledger.Attempt{N: 2, State: ledger.AttemptClaimed, At: now, RunID: runB, NodeID: "n:2", InvocationID: "inv-2"})
+	r.Attempt = 2
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	for _, ref := range []struct {
+		run string
+		exp time.Time
+	}{{runB, now.Add(-time.Second)}, {runC, now.Add(-time.Second)}, {runC, now.Add(time.Hour)}, {runD, now}} {
+		if err := e.raw.AddRunRef(ctx, r.Key, ref.run, ref.exp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := func(run string) int {
+		recs, err := e.raw.ListByRun(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range recs {
+			if got.Key != r.Key {
+				t.Fatalf("ListByRun listed %s, want only %s", got.Key, r.Key)
+			}
+		}
+		return len(recs)
+	}
+	eventually(t, func() string {
+		if n := listed(runB); n != 1 {
+			return fmt.Sprintf("the run holding an attempt, its reference expired before the record's creation: %d records listed, want 1", n)
+		}
+		if n := listed(runC); n != 1 {
+			return fmt.Sprintf("a reference written again with a later expiry: %d records listed, want 1", n)
+		}
+		return ""
+	})
+	if n := listed(runD); n != 0 {
+		t.Fatalf("a reference expiring at the record's creation listed %d records, want none", n)
+	}
 }
 
 // eventually retries check (which returns "" when satisfied) for a few
