@@ -165,6 +165,16 @@ func pauseDrain(t *testing.T, e *env) {
 	if _, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeStarted, "b", 4*time.Second)}, e.at(4*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
 		t.Fatalf("a node start while draining: %v, want ErrStatusConflict", err)
 	}
+	// The node's end from an execution of another epoch (one whose claim
+	// was taken over) does not end the drain.
+	stale := r.Fence()
+	stale.Epoch--
+	if _, err := e.st.AppendLog(e.ctx, r.ID, stale, []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 4*time.Second)}, e.at(4*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("the drained node's end under another epoch: %v, want ErrStatusConflict", err)
+	}
+	if got := e.get(t, r.ID); got.PausePending == nil || len(got.Log) != 1 {
+		t.Fatalf("after the drained node's end under another epoch: %+v, want run.paused still held, the log unchanged", got)
+	}
 	d, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 5*time.Second)}, e.at(5*time.Second))
 	if err != nil || d.Status != runs.StatusPaused || d.PausePending != nil {
 		t.Fatalf("the drained node's end: %+v %v, want appended, paused, nothing held", d, err)
