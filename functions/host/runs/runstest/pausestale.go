@@ -119,6 +119,23 @@ func pauseStaleDrain(t *testing.T, e *env) {
 	if got, err := e.st.ReleaseStalePause(e.ctx, pheld, e.at(time.Hour), e.at(time.Hour)); !errors.Is(err, runs.ErrStatusConflict) || count(got, runs.EventRunPaused) != 1 {
 		t.Fatalf("release after the park: log %v, %v; want ErrStatusConflict, one run.paused", logTypes(got), err)
 	}
+	// A read of an earlier drain releases nothing of a later one: the
+	// run drained, resumed (a new epoch) and is draining again.
+	o, oheld := e.drainingPaused(t)
+	if _, err := e.st.AppendLog(e.ctx, o.ID, o.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 4*time.Second)}, e.at(4*time.Second)); err != nil {
+		t.Fatalf("the drained node's end: %v", err)
+	}
+	res, err = e.st.Unpause(e.ctx, o.ID, "r1", "", e.at(5*time.Second))
+	if err != nil {
+		t.Fatalf("resume after the drain: %v", err)
+	}
+	res = e.appendEv(t, res, runs.EventNodeStarted, "b", 6*time.Second)
+	if again := e.pauseWith(t, o.ID, runs.Pause{By: "p2"}, 7*time.Second); again.PausePending == nil || again.Epoch != oheld.Epoch+1 {
+		t.Fatalf("pause while node b executes: %+v, want run.paused held under epoch %d", again, oheld.Epoch+1)
+	}
+	if got, err := e.st.ReleaseStalePause(e.ctx, oheld, e.at(time.Hour), e.at(time.Hour)); !errors.Is(err, runs.ErrStatusConflict) || got.PausePending == nil {
+		t.Fatalf("release by a read of the earlier drain: held %v, log %v, %v; want ErrStatusConflict, the later drain still held", got.PausePending != nil, logTypes(got), err)
+	}
 	// A run paused between nodes holds nothing and is never listed.
 	b := e.running(t, 0)
 	e.pauseWith(t, b.ID, runs.Pause{By: "p1"}, time.Second)
