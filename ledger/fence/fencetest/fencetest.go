@@ -349,6 +349,24 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("GetReturnsACopy", func(t *testing.T) {
+		// The item Get returns is the caller's: changing it changes
+		// nothing stored (as with any store behind a network).
+		s, id := h.NewStore(t), EffectID()
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		it, err := s.Get(ctx, id)
+		if err != nil || it == nil || it.Passed == nil {
+			t.Fatalf("Get = %+v, %v", it, err)
+		}
+		it.Token, it.ExpiresAt, it.Passed.Token, it.Passed.Region = 0, t0, 0, "us"
+		if again, _ := s.Get(ctx, id); again == nil || again.Token != tok || !again.ExpiresAt.Equal(t0.Add(15*day)) || again.Passed == nil || again.Passed.Token != tok || again.Passed.Region != "eu" {
+			t.Fatalf("the item after its caller changed a Get's answer: %+v", again)
+		}
+	})
+
 	t.Run("MonotonicAcrossDeletion", func(t *testing.T) {
 		s, id := h.NewStore(t), EffectID()
 		var old uint64
