@@ -26,6 +26,7 @@ var storeTests = []test{
 	{"FenceCondition", testFenceCondition},
 	{"ListByRun", testListByRun},
 	{"ListByRunReferences", testListByRunRefs},
+	{"RecordsAreTheCallers", testRecordsAreTheCallers},
 	{"GetOfAKeyNoRecordCanHave", testGetOddKeys},
 }
 
@@ -345,6 +346,49 @@ func testListByRunRefs(t *testing.T, e *env) {
 	})
 	if n := listed(runD); n != 0 {
 		t.Fatalf("a reference expiring at the record's creation listed %d records, want none", n)
+	}
+}
+
+// testRecordsAreTheCallers: a record given to Create or Replace, or
+// returned by Get or Scan, is the caller's: changing it changes nothing
+// stored (as with any store behind a network); and Scan stops when its
+// function returns false.
+func testRecordsAreTheCallers(t *testing.T, e *env) {
+	ctx := e.ctx()
+	now := e.clock.Now().Truncate(time.Millisecond)
+	r := e.sample("copies", now)
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	r.Owner, r.Attempts[0].NodeID = "changed", "changed"
+	got := e.get(r.Key)
+	if got.Owner != "owner-1" || got.Attempts[0].NodeID != "n:1" {
+		t.Fatalf("a change to the record given to Create reached the store: %+v", got)
+	}
+	got.Owner, got.Attempts[0].NodeID = "changed", "changed"
+	if again := e.get(r.Key); again.Owner != "owner-1" || again.Attempts[0].NodeID != "n:1" {
+		t.Fatalf("a change to Get's answer reached the store: %+v", again)
+	}
+	next := e.get(r.Key)
+	next.Owner, next.Attempt = "owner-2", 2
+	if won, _, err := e.raw.Replace(ctx, next, ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateClaimed}, now); err != nil || !won {
+		t.Fatalf("Replace = %v, %v", won, err)
+	}
+	next.Owner = "changed"
+	if again := e.get(r.Key); again.Owner != "owner-2" {
+		t.Fatalf("a change to the record given to Replace reached the store: %+v", again)
+	}
+	sc, ok := e.raw.(ledger.Scanner)
+	if !ok {
+		return
+	}
+	r2 := e.sample("copies2", now)
+	if won, _, err := e.raw.Create(ctx, r2, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	calls := 0
+	if err := sc.Scan(ctx, func(*ledger.Record) bool { calls++; return false }); err != nil || calls != 1 {
+		t.Fatalf("Scan whose function returned false called it %d times, %v; want once", calls, err)
 	}
 }
 
