@@ -50,6 +50,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -199,8 +200,8 @@ func discardIsFinal(t *testing.T, h Harness) {
 	if ids := listed(t, s, "acme"); len(ids) != 1 || ids[0] != b.ID {
 		t.Fatalf("a discarded entry is listed: %v", ids)
 	}
-	if g := get(t, s, "acme", a.ID); g.State != inbox.Discarded || g.By != "d1" {
-		t.Fatalf("Get after discard: %+v", g)
+	if g := get(t, s, "acme", a.ID); g.State != inbox.Discarded || g.By != "d1" || !reflect.DeepEqual(g, e) {
+		t.Fatalf("Get after discard: %+v, want the entry the decision answered, %+v", g, e)
 	}
 	for _, to := range []inbox.State{inbox.Discarded, inbox.Resubmitting, inbox.Resubmitted} {
 		_, err := s.Decide(ctx, "acme", a.ID, to, "d2", base.Add(time.Minute))
