@@ -26,13 +26,15 @@ func (c *countingRuns) Get(ctx context.Context, id string) (runs.Run, error) {
 
 // pollRig is the api handler over counted runs in memory whose sleeps are
 // recorded, never slept; onSleep, when set, runs at each sleep (its
-// 1-based number) before it returns.
+// 1-based number) before it returns; now, when set, is the handler's
+// clock (else the system's).
 type pollRig struct {
 	f       *fixture
 	mem     *runs.MemRuns
 	counted *countingRuns
 	sleeps  []time.Duration
 	onSleep func(n int)
+	now     func() time.Time
 }
 
 func newPollRig(t *testing.T, maxWait time.Duration) *pollRig {
@@ -41,7 +43,12 @@ func newPollRig(t *testing.T, maxWait time.Duration) *pollRig {
 	p.counted = &countingRuns{MemRuns: p.mem}
 	p.f = hostOf(t, p.counted, idem.Config{}, func(_ *fixture, c *Config) {
 		c.PollMaxWait = maxWait
-		c.Test = TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(ctx context.Context, d time.Duration) error {
+		c.Test = TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time {
+			if p.now != nil {
+				return p.now()
+			}
+			return time.Now()
+		}, SleepFunc: func(ctx context.Context, d time.Duration) error {
 			p.sleeps = append(p.sleeps, d)
 			if p.onSleep != nil {
 				p.onSleep(len(p.sleeps))
@@ -232,15 +239,21 @@ func TestPollTimeoutEndsTheWait(t *testing.T) {
 func TestPollWaitEndsBeforeTheDeadline(t *testing.T) {
 	p := newPollRig(t, 0)
 	r := p.running(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The handler's clock moves only by its sleeps, from 5 s before the
+	// request's deadline (an hour away on the system clock, so that a
+	// slow machine neither shortens the wait nor ends the context).
+	start := time.Now().Add(time.Hour)
+	p.now = func() time.Time { return start.Add(total(p.sleeps)) }
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(5*time.Second))
 	defer cancel()
 	st, m, _ := p.poll(t, ctx, http.MethodGet, r, "afterSequence=0&timeout=30")
 	if evs, _ := m["events"].([]any); st != 200 || len(evs) != 0 {
 		t.Fatalf("%d %v; want 200 with no events", st, m)
 	}
-	if w := total(p.sleeps); w > 3*time.Second || w < 2500*time.Millisecond {
-		t.Fatalf("waited %v (%v) under a 5 s deadline; want just under 3 s", w, p.sleeps)
+	if w := total(p.sleeps); w != 3*time.Second {
+		t.Fatalf("waited %v (%v) under a 5 s deadline; want 3 s, the deadline less its 2 s margin", w, p.sleeps)
 	}
+	p.now = nil
 
 	ctx, cancel = context.WithCancel(context.Background())
 	p.onSleep = func(n int) {
