@@ -82,18 +82,25 @@ func TestSQSKeyErrorIsLoggedAsNoKey(t *testing.T) {
 // out and discards the response, and SQS redelivers the whole batch, the
 // records already done among it. Such records are reported for
 // redelivery, logged with outcome deadline, without a store call. Before,
-// m-2 and m-3 were started with 150 ms left and the handler returned
-// after its deadline.
+// m-2 and m-3 were started with 150 ms left (of the default 250 ms
+// margin) and the handler returned after its deadline.
 func TestSQSRecordsInsideTheWaitMarginAreNotStarted(t *testing.T) {
 	e := newEnv(t, nil)
-	g := eventGuard(t, e)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// WaitMargin 2 s (250 ms by default): m-1 leaves 1.9 s, inside the
+	// margin, so that the handler's own return after it (m-1's
+	// completion, two log lines) fits however loaded the machine is.
+	g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}},
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Wait: time.Minute, WaitMargin: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 	var runs atomic.Int32
 	h, _ := event.SQS(g, event.SQSConfig{Operation: "ship"}, func(context.Context, events.SQSMessage) error {
 		runs.Add(1)
-		time.Sleep(time.Until(deadline) - 150*time.Millisecond) // leaves 150 ms, less than the 250 ms margin
+		time.Sleep(time.Until(deadline) - 1900*time.Millisecond) // leaves 1.9 s, less than the 2 s margin
 		return nil
 	})
 	r, err := h(ctx, sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1", "2", "3"))
