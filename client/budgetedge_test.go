@@ -15,7 +15,10 @@ import (
 // final 201), so the caller must see that answer, not an error saying the
 // call failed. The clock is read once after the answer arrives (for its
 // Retry-After); here that read takes longer than the whole budget, so the
-// budget's real timer fires between the headers and the delivery.
+// budget's real timer fires between the headers and the delivery. The
+// budget is a second, so that the request and its answer arrive inside it
+// however loaded the machine is (with 50 ms a slow round trip ran it out
+// before the answer, and the call failed as it should).
 func TestResponseArrivedAsBudgetRanOutIsDelivered(t *testing.T) {
 	var answered atomic.Bool
 	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
@@ -24,11 +27,11 @@ func TestResponseArrivedAsBudgetRanOutIsDelivered(t *testing.T) {
 	})
 	now := func() time.Time {
 		if answered.CompareAndSwap(true, false) {
-			time.Sleep(300 * time.Millisecond) // past MaxElapsed
+			time.Sleep(1200 * time.Millisecond) // past MaxElapsed
 		}
 		return time.Now()
 	}
-	c := mustNew(t, Config{MaxElapsed: 50 * time.Millisecond, Now: now})
+	c := mustNew(t, Config{MaxElapsed: time.Second, Now: now})
 	resp, body, err := post(t, c, s.srv.URL, `{}`)
 	if err != nil {
 		t.Fatalf("the server answered 201, the caller got: %v", err)
@@ -40,14 +43,15 @@ func TestResponseArrivedAsBudgetRanOutIsDelivered(t *testing.T) {
 
 // A base RoundTripper that returns its answer after MaxElapsed ran out (it
 // did not stop at the cancellation) hands over an answer that arrived: it
-// is delivered.
+// is delivered. The budget is a second, so that the call reaches the base
+// inside it however loaded the machine is.
 func TestResponseReturnedAfterBudgetIsDelivered(t *testing.T) {
 	base := rtFunc(func(r *http.Request) (*http.Response, error) {
-		time.Sleep(200 * time.Millisecond) // past MaxElapsed, not watching r's context
+		time.Sleep(1200 * time.Millisecond) // past MaxElapsed, not watching r's context
 		return &http.Response{StatusCode: 201, Header: http.Header{}, Request: r,
 			Body: io.NopCloser(strings.NewReader(`{"ok":true}`))}, nil
 	})
-	c := mustNew(t, Config{Base: base, MaxElapsed: 50 * time.Millisecond})
+	c := mustNew(t, Config{Base: base, MaxElapsed: time.Second})
 	resp, body, err := post(t, c, "http://api.invalid/orders", `{}`)
 	if err != nil {
 		t.Fatalf("the base answered 201, the caller got: %v", err)
