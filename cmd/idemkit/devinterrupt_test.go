@@ -25,9 +25,9 @@ import (
 // TestDevSecondInterruptStopsAtOnce: the first Ctrl-C (SIGINT) of the
 // built `idemkit dev` (and of `idemkit dev --conformance-seams`, its own
 // restart supervisor, which passes the second on to its child) gives the requests in flight up to 10 s to finish and
-// says that a second Ctrl-C stops at once; the second one does: dev exits 0
-// within a few seconds, the request in flight cut, long before that
-// request (10 s) or the grace would have ended, and the engine it started
+// says that a second Ctrl-C stops at once; the second one does: dev exits 0,
+// the request in flight cut (never answered 201: it holds its answer 10 s,
+// and the grace ends after it), and the engine it started
 // is stopped (its pid is gone). Before, the second Ctrl-C did nothing.
 func TestDevSecondInterruptStopsAtOnce(t *testing.T) {
 	if _, err := exec.LookPath("moto_server"); err != nil {
@@ -119,13 +119,13 @@ func stopTwice(t *testing.T, bin string, args []string) {
 	if err := syscall.Kill(p.PID(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	// A hang guard, not a speed limit (it took 1.3 to 2.2 s beside four
+	// busy loops, the engine's stop among it): that the stop did not wait
+	// for the request in flight is shown below, by its answer.
 	select {
 	case <-p.Done():
-	case <-time.After(7 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("idemkit dev still running %s after the second Ctrl-C:\n%s", time.Since(second).Round(time.Millisecond), p.Log.String())
-	}
-	if took := time.Since(second); took > 5*time.Second {
-		t.Fatalf("idemkit dev took %s to stop after the second Ctrl-C", took)
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("idemkit dev exited %d after the second Ctrl-C:\n%s", code, p.Log.String())
@@ -145,7 +145,7 @@ func stopTwice(t *testing.T, bin string, args []string) {
 		if code == 201 {
 			t.Fatalf("the request in flight ran to its answer: the stop waited for it")
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the request in flight was neither answered nor cut")
 	}
 }
