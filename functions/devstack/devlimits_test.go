@@ -112,17 +112,14 @@ func TestDeclaredOversizeBodyIs413BeforeReading(t *testing.T) {
 func TestBodyCutShortIs408(t *testing.T) {
 	srv := httptest.NewUnstartedServer(memGateway(t, "http://dev", nil))
 	srv.Config.ReadTimeout = 100 * time.Millisecond
+	srv.Listener.Close()
+	ln := newGatedListener(t)
+	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	const part = `{"workflowId":"conformance-noop"`
-	if _, err := io.WriteString(conn, "POST /runs HTTP/1.1\r\nHost: dev\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+part); err != nil {
-		t.Fatal(err)
-	}
+	conn := ln.dialWritten(t, "POST /runs HTTP/1.1\r\nHost: dev\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+part)
+	defer conn.Close()
 	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a hang, not a verdict
 	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
