@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // writerAnswer is what a client read of one answer.
@@ -276,19 +278,22 @@ func TestBodyThatStopsArrivingIs408(t *testing.T) {
 	})))
 	srv := httptest.NewUnstartedServer(mux)
 	// The body below never arrives whole: the read ends at this timeout
-	// whatever the machine's speed.
+	// whatever the machine's speed. The head and the part of the body are
+	// written before the server accepts the connection, so that its read
+	// starts with them there (a client paused 250 ms after its dial
+	// failed the test with its request unanswered).
 	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Listener.Close()
+	ln := testutil.NewGatedListener(t)
+	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	pr, pw := io.Pipe()
-	t.Cleanup(func() { _ = pw.Close() })
-	req, _ := http.NewRequest("POST", srv.URL+"/x", pr)
-	req.ContentLength = 100
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", testKey)
-	go func() { _, _ = io.WriteString(pw, `{"a":"part of it`) }()
-	resp, err := http.DefaultClient.Do(req)
+	conn := ln.DialWritten(t, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nIdempotency-Key: "+testKey+
+		"\r\nContent-Length: 100\r\n\r\n"+`{"a":"part of it`)
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a hang, not a verdict
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,6 +305,7 @@ func TestBodyThatStopsArrivingIs408(t *testing.T) {
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times", n)
 	}
+	ln.Open()
 	if ok := writerPost(t, srv.URL+"/x", `{}`); ok.status != 200 || ok.header.Get(idem.HeaderOpenWOPReplay) == "true" {
 		t.Fatalf("the request sent again: %d %v %q, want it run", ok.status, ok.header, ok.body)
 	}

@@ -7,11 +7,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/rawconn"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // serveEnveloped serves h behind the dev server's envelopeListener and
@@ -26,57 +26,6 @@ func serveEnveloped(t *testing.T, h http.Handler) string {
 	go func() { _ = srv.Serve(envelopeListener{ln}) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
-}
-
-// gatedListener accepts a connection only once the test lets it (allow),
-// after writing what the connection is to carry: the server's read, and
-// the read's timeout, start with those bytes there, so that a test of a
-// short server timeout does not depend on how soon a loaded machine runs
-// the client between its dial and its write (a pause of 150 ms there
-// lost the 408 of TestHeadCutShortIs408 and TestBodyCutShortIs408).
-type gatedListener struct {
-	net.Listener
-	allow  chan struct{}
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newGatedListener(t *testing.T) *gatedListener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &gatedListener{Listener: ln, allow: make(chan struct{}), closed: make(chan struct{})}
-}
-
-// dialWritten dials l, writes raw on the connection and then lets l
-// accept it.
-func (l *gatedListener) dialWritten(t *testing.T, raw string) net.Conn {
-	t.Helper()
-	conn, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(conn, raw); err != nil {
-		t.Fatal(err)
-	}
-	l.allow <- struct{}{}
-	return conn
-}
-
-func (l *gatedListener) Accept() (net.Conn, error) {
-	select {
-	case <-l.allow:
-		return l.Listener.Accept()
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *gatedListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return l.Listener.Close()
 }
 
 // rawRoundTrip writes raw to addr and reads one response.
@@ -272,7 +221,7 @@ func TestOverlongRequestTargetIs414(t *testing.T) {
 // between requests (no byte of a next head) is closed without one, as
 // before, and a request still being served is never interrupted by it.
 func TestHeadCutShortIs408(t *testing.T) {
-	ln := newGatedListener(t)
+	ln := testutil.NewGatedListener(t)
 	srv := &http.Server{ReadHeaderTimeout: 50 * time.Millisecond, IdleTimeout: 50 * time.Millisecond,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
@@ -292,7 +241,7 @@ func TestHeadCutShortIs408(t *testing.T) {
 		"head cut after a served request": {served + "GET /x HTTP/1.1\r\nHost: x\r\n", true, true},
 		"idle after a served request":     {served, true, false},
 	} {
-		conn := ln.dialWritten(t, c.raw)
+		conn := ln.DialWritten(t, c.raw)
 		br := bufio.NewReader(conn)
 		if c.first {
 			r, err := http.ReadResponse(br, nil)

@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
@@ -113,12 +114,12 @@ func TestBodyCutShortIs408(t *testing.T) {
 	srv := httptest.NewUnstartedServer(memGateway(t, "http://dev", nil))
 	srv.Config.ReadTimeout = 100 * time.Millisecond
 	srv.Listener.Close()
-	ln := newGatedListener(t)
+	ln := testutil.NewGatedListener(t) // the request is written before the server reads
 	srv.Listener = ln
 	srv.Start()
 	t.Cleanup(srv.Close)
 	const part = `{"workflowId":"conformance-noop"`
-	conn := ln.dialWritten(t, "POST /runs HTTP/1.1\r\nHost: dev\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+part)
+	conn := ln.DialWritten(t, "POST /runs HTTP/1.1\r\nHost: dev\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+part)
 	defer conn.Close()
 	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a hang, not a verdict
 	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
