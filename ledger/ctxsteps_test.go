@@ -217,7 +217,7 @@ func (s *lateClaim) Create(ctx context.Context, r *ledger.Record, now time.Time)
 // given back after it landed, so the next Do fires at once, once. Before,
 // the claim's call kept the caller's deadline and ended with it: its
 // give-back found nothing, the claim landed after it, and the effect was
-// in flight for the whole lease, then reported escaped (RED_TEAM 570, the
+// in flight for the whole lease, then reported escaped (RED_TEAM 560, the
 // deadline's path of 534).
 func TestClaimCutByItsCallersDeadlineIsGivenBackAfterItLands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

@@ -95,7 +95,7 @@ func (c *detachedCtx) release() {
 // release and the claim, landing after it, would hold the effect in
 // flight for its whole lease, its attempt (the fire mark, without a
 // Fencer) then reported escaped although its function was never called
-// (RED_TEAM 534; by a deadline, 570). Once the caller went away the call
+// (RED_TEAM 534; by a deadline, 560). Once the caller went away the call
 // gets at most Config.OutcomeTimeout more, so a store that hangs does not
 // hold Do without bound. A context that cannot be cancelled is used as it
 // is (no allocation).

@@ -152,7 +152,7 @@ type Config struct {
 	// once the caller's context ended, cancelled or past its deadline:
 	// that call is not cut by it but waits for its answer, at most
 	// OutcomeTimeout more, so that a claim that lands is given back after
-	// it, never before (RED_TEAM 534, 570). Default (0) 10 s; must not be
+	// it, never before (RED_TEAM 534, 560). Default (0) 10 s; must not be
 	// negative.
 	OutcomeTimeout time.Duration
 	// WitnessDuplicates makes a suppressed duplicate coming from a run that

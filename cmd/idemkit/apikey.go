@@ -383,7 +383,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 				// Not quoted: it may be the key itself, given for its
 				// hash (RED_TEAM 540), or the key with what surrounded
 				// it where it was copied from ("Bearer ", a space, a
-				// carriage return: 573), and stderr goes to CI logs and
+				// carriage return: 563), and stderr goes to CI logs and
 				// shared terminals.
 				return usageError(fs, stderr, "--hash (not shown; it may be the key itself): %s; to revoke by the key, give --key - and the key on stdin", hashForm)
 			}

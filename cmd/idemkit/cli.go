@@ -267,7 +267,7 @@ var secretFlags = map[string]func(v string) string{
 // webhook secret rotate and remove, dev), where every input is a flag: an
 // argument that may be a secret (mayBeSecret) is not quoted, since it may
 // be the key or secret itself, typed where a flag was meant (RED_TEAM
-// 574), and stderr goes to CI logs and shared terminals; any other (a
+// 564), and stderr goes to CI logs and shared terminals; any other (a
 // stray word) is quoted, to show the fault.
 func unexpectedSecretArg(fs *flag.FlagSet, stderr io.Writer, arg string) int {
 	if mayBeSecret(arg) {

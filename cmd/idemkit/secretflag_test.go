@@ -68,7 +68,7 @@ func TestARefusedRevokeHashDoesNotEchoAKey(t *testing.T) {
 // A key given for --hash with what surrounds it when copied (the
 // "Bearer " of its header, a space, the carriage return a Windows key
 // file keeps through $(cat file)) is not quoted either: the authorizer
-// would not take it as it stands, but the key is in it (RED_TEAM 573).
+// would not take it as it stands, but the key is in it (RED_TEAM 563).
 // Before, only a value the authorizer takes as it stands was held back.
 func TestARefusedRevokeHashDoesNotEchoAKeyWithWhatSurroundsIt(t *testing.T) {
 	for _, secret := range []string{
@@ -90,7 +90,7 @@ func TestARefusedRevokeHashDoesNotEchoAKeyWithWhatSurroundsIt(t *testing.T) {
 
 // A key or signing secret typed as an argument of the commands that take
 // one by flag (`apikey revoke KEY`, the most natural typing) is refused
-// without quoting it (RED_TEAM 574). Before, "unexpected argument
+// without quoting it (RED_TEAM 564). Before, "unexpected argument
 // "idk_…"" put it on stderr.
 func TestAKeyGivenAsAnArgumentIsNotQuoted(t *testing.T) {
 	const key, secret = "idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB", "whsec_S3CR3TMDEyMzQ1Njc4OWFiY2RlZmdoaWprbG1u"

@@ -17,7 +17,7 @@ import (
 // writes naming one item twice, which the engine refuses before applying
 // anything; or the record's own PutItem so refused) applied nothing, so
 // the chunk items written for its response are deleted, as a cancelled
-// transaction's are (548). Before (RED_TEAM 576), they stayed, referenced
+// transaction's are (548). Before (RED_TEAM 566), they stayed, referenced
 // by nothing: under a retention of forever (no TTL on them), for good,
 // a new set at each retry of a request whose writes the engine refuses.
 // The owner's next completion is then replayed exactly.

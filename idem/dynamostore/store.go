@@ -663,7 +663,7 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 // naming one item twice, an item it cannot take; a ResourceNotFoundException),
 // met by the call's only send: nothing was applied, so the chunk items
 // written for its response are referenced by nothing and are deleted, as a
-// cancelled transaction's are (RED_TEAM 576). After an SDK retry an
+// cancelled transaction's are (RED_TEAM 566). After an SDK retry an
 // earlier send may have applied the completion, so they stay.
 func refusedOnlySend(err error, sent *sendCount) bool {
 	var ae interface{ ErrorCode() string }

@@ -82,7 +82,7 @@ func Wrap(handler http.Handler) func(context.Context, *events.LambdaFunctionURLR
 			// before the Guard that rewrites the path (http.StripPrefix
 			// mounting one of several applications) leaves it, so the
 			// Guard puts the path sent in the fingerprint and two
-			// applications never share an answer (RED_TEAM 533, 575).
+			// applications never share an answer (RED_TEAM 533, 565).
 			r.RequestURI = r.URL.RequestURI()
 		}
 		handler.ServeHTTP(sw, r)

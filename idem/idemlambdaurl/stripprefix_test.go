@@ -22,7 +22,7 @@ import (
 // /b/ with http.StripPrefix outside the middleware; the same key and body
 // sent to /b/orders after /a/orders is 409 idempotency_key_mismatch, b
 // not run, and the retry to /a/orders is a's replay. Before (RED_TEAM
-// 575), lambdaurl builds the request without Request.RequestURI, so the
+// 565), lambdaurl builds the request without Request.RequestURI, so the
 // Guard could not see that the path had been rewritten, and b was
 // answered a's recorded 201.
 func TestTwoAppsUnderStrippedPrefixesBehindAFunctionURL(t *testing.T) {

@@ -71,7 +71,7 @@ func TestNoSendAfterTheExecutionKnowsItsClaimLost(t *testing.T) {
 // sent), even when the webhook may wait inline for a retry
 // (Webhook.WaitInline, as an embedding sets it): the effect is left for
 // the execution that holds the run, or for none once the run is
-// cancelled. Before (RED_TEAM 572), the delivery's inline retries went on
+// cancelled. Before (RED_TEAM 562), the delivery's inline retries went on
 // after the seam's refusal, each an attempt refused again, until the
 // attempt cap: every one of the 5 spent and the delivery's effect
 // exhausted, so an execution that took the run over could never send it.

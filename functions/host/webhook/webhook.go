@@ -570,7 +570,7 @@ func (w *Webhook) deliver(ctx context.Context, seam string, eff ledger.Effect, d
 			// its try was refused for it): no further try, each an
 			// attempt the seam would refuse again until the cap, the
 			// effect then exhausted for the execution that holds the
-			// run (RED_TEAM 572). The caller sees the retry schedule.
+			// run (RED_TEAM 562). The caller sees the retry schedule.
 			return res, err
 		}
 	}

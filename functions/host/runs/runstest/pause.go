@@ -461,7 +461,7 @@ func pauseLostAnswer(t *testing.T, e *env) {
 // pauseLostAnswerNoWriter: a pause and a resume that name no writer (no
 // By the store could find its own write by), whose answers are lost, are
 // each answered as their write left the run and applied once (RED_TEAM
-// 570).
+// 500).
 func pauseLostAnswerNoWriter(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	e.lose("UpdateItem")
