@@ -34,17 +34,16 @@ func (s cancelOnSecrets) WebhookSecrets(ctx context.Context, _ string) ([][]byte
 	return nil, nil
 }
 
-// TestNoSendAfterTheExecutionKnowsItsClaimLost (RED_TEAM 550): an
-// execution whose claim heartbeat has found the run cancelled (or taken by
-// another execution) sends nothing it has not sent yet. Before, the
-// delivery's context ignored the claim's loss from the moment it was made,
-// so a cancel the executor had already seen, landed during the tenant's
-// signing-secret read or the effect's claim, was followed by the send.
-func TestNoSendAfterTheExecutionKnowsItsClaimLost(t *testing.T) {
+// cancelledUnderItsExecution executes a webhook run that is cancelled
+// while its delivery reads the signing secret, the execution's claim
+// heartbeat finding it so (cancelOnSecrets), and returns the fixture, the
+// run and the count of requests the receiver was sent.
+func cancelledUnderItsExecution(t *testing.T) (*fixture, hostruns.Run, *atomic.Int32) {
+	t.Helper()
 	f := newFixture(t)
-	var n atomic.Int32
+	n := new(atomic.Int32)
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	tick, stopped := make(chan time.Time), make(chan struct{})
 	f.x.Test.Clock = sysclock.Funcs{NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) {
 		return tick, func() { close(stopped) }
@@ -54,10 +53,21 @@ func TestNoSendAfterTheExecutionKnowsItsClaimLost(t *testing.T) {
 	f.x.MaxAttempts = 3
 	run := f.webhookRun(t, srv.URL)
 	runID = run.ID
-	ctx := context.Background()
-	if retry := f.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)}); retry != nil {
+	if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 		t.Fatalf("retry %v: a run cancelled under its execution is done", retry)
 	}
+	return f, run, n
+}
+
+// TestNoSendAfterTheExecutionKnowsItsClaimLost (RED_TEAM 550): an
+// execution whose claim heartbeat has found the run cancelled (or taken by
+// another execution) sends nothing it has not sent yet. Before, the
+// delivery's context ignored the claim's loss from the moment it was made,
+// so a cancel the executor had already seen, landed during the tenant's
+// signing-secret read or the effect's claim, was followed by the send.
+func TestNoSendAfterTheExecutionKnowsItsClaimLost(t *testing.T) {
+	f, run, n := cancelledUnderItsExecution(t)
+	ctx := context.Background()
 	if got := n.Load(); got != 0 {
 		t.Fatalf("%d sends after the execution found its run cancelled, want none", got)
 	}
@@ -76,23 +86,8 @@ func TestNoSendAfterTheExecutionKnowsItsClaimLost(t *testing.T) {
 // attempt cap: every one of the 5 spent and the delivery's effect
 // exhausted, so an execution that took the run over could never send it.
 func TestClaimLostSpendsOneAttemptOnly(t *testing.T) {
-	f := newFixture(t)
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
-	defer srv.Close()
-	tick, stopped := make(chan time.Time), make(chan struct{})
-	f.x.Test.Clock = sysclock.Funcs{NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) {
-		return tick, func() { close(stopped) }
-	}}
-	var runID string
-	f.x.Webhook.Secrets = cancelOnSecrets{runs: f.runs, runID: &runID, tick: tick, stopped: stopped}
-	f.x.MaxAttempts = 3
-	run := f.webhookRun(t, srv.URL)
-	runID = run.ID
+	f, run, n := cancelledUnderItsExecution(t)
 	ctx := context.Background()
-	if retry := f.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)}); retry != nil {
-		t.Fatalf("retry %v: a run cancelled under its execution is done", retry)
-	}
 	p, err := f.l.Witness(ctx, run.ID)
 	if err != nil {
 		t.Fatal(err)
