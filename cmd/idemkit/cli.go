@@ -270,18 +270,29 @@ var secretFlags = map[string]func(v string) string{
 // 564), and stderr goes to CI logs and shared terminals; any other (a
 // stray word) is quoted, to show the fault.
 func unexpectedSecretArg(fs *flag.FlagSet, stderr io.Writer, arg string) int {
-	if mayBeSecret(arg) {
+	if mayBeSecret(arg, "") {
 		return usageError(fs, stderr, "unexpected argument (not shown; it may be a key or a secret): every input is a flag")
 	}
 	return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", arg)
 }
 
 // mayBeSecret reports whether arg, given where no key was asked for, may
-// be an API key or a signing secret: at least minSecretArg characters that
-// the authorizer would take as a key (apikeys.ValidKey; a signing secret
-// is one too).
-func mayBeSecret(arg string) bool {
-	return len(arg) >= minSecretArg && apikeys.ValidKey(arg)
+// be an API key or a signing secret, or hold one: a word of it (the bytes
+// between white space and other bytes no key holds) of at least
+// minSecretArg characters that the authorizer would take as a key
+// (apikeys.ValidKey; a signing secret is one too) and that holds none of
+// the bytes of except. The key is often copied with what surrounded it
+// ("Bearer " and the key, the Authorization header whole, a trailing
+// space, the carriage return of a Windows key file read by "$(cat
+// key.txt)"), which the authorizer would not take as it stands but which
+// holds the key all the same (RED_TEAM 620, as 563 for --hash).
+func mayBeSecret(arg, except string) bool {
+	for _, w := range strings.FieldsFunc(arg, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		if len(w) >= minSecretArg && apikeys.ValidKey(w) && !strings.ContainsAny(w, except) {
+			return true
+		}
+	}
+	return false
 }
 
 // minSecretArg is the length from which mayBeSecret takes an argument for

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,46 @@ func TestAKeyGivenAsAnArgumentIsNotQuoted(t *testing.T) {
 	errb.Reset()
 	if code := run(context.Background(), []string{"conform", "127.0.0.1:3000/api/orders"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `"127.0.0.1:3000/api/orders"`) {
 		t.Errorf("conform given a URL without its scheme: exit %d, %q; want 2, quoting it", code, errb.String())
+	}
+}
+
+// TestAKeyWithWhatSurroundsItGivenAsAnArgumentIsNotQuoted: the key typed
+// as an argument is often copied with what surrounded it: "Bearer " from
+// a request's Authorization header, the whole header, a space, or the
+// carriage return a Windows key file keeps through "$(cat key.txt)". The
+// authorizer would not take such a value as it stands, but it holds the
+// key: it is refused without quoting it, as the key alone is. Before, each
+// was quoted on stderr by the five commands and by conform (RED_TEAM 620,
+// 563's forms on 564's path).
+func TestAKeyWithWhatSurroundsItGivenAsAnArgumentIsNotQuoted(t *testing.T) {
+	const key = "idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB"
+	for _, arg := range []string{"Bearer " + key, "Authorization: Bearer " + key, key + " ", " " + key, key + "\r", key + "\r\n", "\t" + key} {
+		for _, args := range [][]string{
+			{"apikey", "revoke", arg},
+			{"apikey", "create", "--tenant", "acme", arg},
+			{"webhook", "secret", "rotate", "--tenant", "acme", arg},
+			{"webhook", "secret", "remove", "--tenant", "acme", arg},
+			{"dev", arg},
+			{"conform", arg},
+		} {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), args, &out, &errb)
+			if code != 2 {
+				t.Errorf("%q: exit %d; want 2", args, code)
+			}
+			if strings.Contains(errb.String()+out.String(), "S3CR3T") {
+				t.Errorf("%q: the output quotes the argument: %q", args, errb.String())
+			}
+		}
+	}
+	// Short words, and words no key could be, are still quoted.
+	for _, args := range [][]string{
+		{"apikey", "revoke", "--hash", strings.Repeat("0", 64), "revoke this key"},
+		{"conform", "localhost:3000 /api"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), strconv.Quote(args[len(args)-1])) {
+			t.Errorf("%q: exit %d, %q; want 2, quoting it", args, code, errb.String())
+		}
 	}
 }
