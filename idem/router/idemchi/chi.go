@@ -160,8 +160,10 @@ func mountPrefix(outer *chi.Context, find *chi.Context, urlPath string) string {
 
 // consumes reports whether mounts, patterns chi entered, consume the
 // path before rest in urlPath: as many segments as their patterns have,
-// each less its "/*". A rest urlPath does not end with (a middleware
-// rewrote the path) cannot be told apart, and is taken as consumed.
+// each less its "/*", or its trailing "/" (the "/api/" a Mount("/api")
+// routes its root by, whose rest is "/": RED_TEAM 621). A rest urlPath
+// does not end with (a middleware rewrote the path) cannot be told apart,
+// and is taken as consumed.
 func consumes(mounts []string, urlPath, rest string) bool {
 	before, ok := strings.CutSuffix(urlPath, rest)
 	if !ok {
@@ -169,7 +171,8 @@ func consumes(mounts []string, urlPath, rest string) bool {
 	}
 	segments := 0
 	for _, m := range mounts {
-		segments += strings.Count(strings.TrimSuffix(m, "/*"), "/")
+		m = strings.TrimSuffix(m, "/*")
+		segments += strings.Count(strings.TrimSuffix(m, "/"), "/")
 	}
 	return strings.Count(before, "/") == segments
 }

@@ -143,3 +143,39 @@ func TestInlineWildcardRouteWithAnEmptyRestNamesTheRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestInlineCatchAllAtASubRoutersRootNamesTheRoute: a sub-router's
+// catch-all route ("/*") given the middleware inline serves the
+// sub-router's root too (POST /api/, which chi routes by the mount's own
+// "/api/" pattern, no "*" emptied, then by "/*" with an empty rest); it is
+// named POST /api/*, as POST /api/x is, so Config.Routes applies to both.
+// Before, the mount's "/api/" was counted as two segments where it
+// consumes one, the route's "/*" taken for an entered mount, and /api/
+// was named POST /api//*: the route skipped by its pattern was
+// deduplicated for that path alone (RED_TEAM 621, 553's sibling).
+func TestInlineCatchAllAtASubRoutersRootNamesTheRoute(t *testing.T) {
+	var runs atomic.Int32
+	handler := func(w http.ResponseWriter, _ *http.Request) { runs.Add(1); w.WriteHeader(201) }
+	for _, wiring := range []string{"With", "Use"} {
+		t.Run(wiring, func(t *testing.T) {
+			g := routertest.Guard(t, map[string]idem.Route{"POST /api/*": {Skip: true}})
+			r := chi.NewRouter()
+			r.Route("/api", func(sr chi.Router) {
+				if wiring == "Use" {
+					sr.Use(idemchi.Middleware(g, sr))
+					sr.Post("/*", handler)
+					return
+				}
+				sr.With(idemchi.Middleware(g, sr)).Post("/*", handler)
+			})
+			for i, path := range []string{"/api/x", "/api/"} {
+				runs.Store(0)
+				k := fmt.Sprintf("%s-%d", key, i)
+				a, b := routertest.Post(r, path, k, `{}`), routertest.Post(r, path, k, `{}`)
+				if n := runs.Load(); n != 2 || b.Header().Get(idem.HeaderOpenWOPReplay) != "" {
+					t.Errorf("%s: the route skipped by its full pattern ran %d times (%d, %d %v), want 2, no replay", path, n, a.Code, b.Code, b.Header())
+				}
+			}
+		})
+	}
+}
