@@ -156,19 +156,33 @@ func TestInlineWildcardRouteWithAnEmptyRestNamesTheRoute(t *testing.T) {
 func TestInlineCatchAllAtASubRoutersRootNamesTheRoute(t *testing.T) {
 	var runs atomic.Int32
 	handler := func(w http.ResponseWriter, _ *http.Request) { runs.Add(1); w.WriteHeader(201) }
-	for _, wiring := range []string{"With", "Use"} {
+	for _, wiring := range []string{"With", "Use", "WithNested", "WithUnderAParameter"} {
 		t.Run(wiring, func(t *testing.T) {
-			g := routertest.Guard(t, map[string]idem.Route{"POST /api/*": {Skip: true}})
+			prefix := map[string]string{"WithNested": "/api/v1", "WithUnderAParameter": "/shops/s1"}[wiring]
+			name := map[string]string{"WithNested": "POST /api/v1/*", "WithUnderAParameter": "POST /shops/{shop}/*"}[wiring]
+			if prefix == "" {
+				prefix, name = "/api", "POST /api/*"
+			}
+			g := routertest.Guard(t, map[string]idem.Route{name: {Skip: true}})
 			r := chi.NewRouter()
-			r.Route("/api", func(sr chi.Router) {
-				if wiring == "Use" {
-					sr.Use(idemchi.Middleware(g, sr))
-					sr.Post("/*", handler)
-					return
-				}
-				sr.With(idemchi.Middleware(g, sr)).Post("/*", handler)
-			})
-			for i, path := range []string{"/api/x", "/api/"} {
+			switch wiring {
+			case "WithNested":
+				r.Route("/api", func(a chi.Router) {
+					a.Route("/v1", func(sr chi.Router) { sr.With(idemchi.Middleware(g, sr)).Post("/*", handler) })
+				})
+			case "WithUnderAParameter":
+				r.Route("/shops/{shop}", func(sr chi.Router) { sr.With(idemchi.Middleware(g, sr)).Post("/*", handler) })
+			default:
+				r.Route("/api", func(sr chi.Router) {
+					if wiring == "Use" {
+						sr.Use(idemchi.Middleware(g, sr))
+						sr.Post("/*", handler)
+						return
+					}
+					sr.With(idemchi.Middleware(g, sr)).Post("/*", handler)
+				})
+			}
+			for i, path := range []string{prefix + "/x", prefix + "/"} {
 				runs.Store(0)
 				k := fmt.Sprintf("%s-%d", key, i)
 				a, b := routertest.Post(r, path, k, `{}`), routertest.Post(r, path, k, `{}`)
