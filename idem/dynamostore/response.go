@@ -43,7 +43,8 @@ const (
 	encFlate = "flate"
 
 	// recordItemMax bounds the completed record item (DynamoDB's item size,
-	// internal/itemsize): one write unit. Every conditional write against
+	// internal/itemsize, which counts numbers as DynamoDB Local stores
+	// them: RED_TEAM 578): one write unit. Every conditional write against
 	// the record — the claim of a replay, of an in-flight answer, of a
 	// mismatch, and the completion — is then billed one write unit under
 	// either reading of AWS's rule (the existing item's size, or the larger

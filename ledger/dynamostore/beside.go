@@ -25,7 +25,8 @@ import (
 // fails (the existing item's size, or the larger of the existing and the
 // new item: AWS's guide has said both), so a duplicate's failed claim
 // costs what the record weighs. A record item stays within recordItemMax
-// (one write unit) by keeping a success's value beside it when the value
+// (one write unit, by internal/itemsize, which counts its times and other
+// numbers as DynamoDB Local stores them: RED_TEAM 578) by keeping a success's value beside it when the value
 // would take it past that: the value is one item of its own under the
 // record's partition (sk valuePrefix + attempt, owner and the value's
 // SHA-256), written (unconditionally, with the record's retention) before

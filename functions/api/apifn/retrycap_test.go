@@ -101,13 +101,13 @@ func (h *retryCapHost) list(t *testing.T, failed string, from, n int) {
 
 // fill lists run ids of the longest shape on the failed run until its
 // item is within one id of DynamoDB's item limit: as itemsize counts it,
-// or, sooner, as the engine counts it when it refuses one more. A fill
-// computed from itemsize's sizes alone could cross the limit: AWS's
-// guide gives a number's size only approximately, and DynamoDB Local and
-// dynalite count a number whose significant digits pair up on its
-// decimal point one byte more, so the item's times (numbers of
-// milliseconds) made that fill cross it by a byte or two on some runs and
-// not on others. moto refuses no update for its size.
+// or, sooner, as the engine counts it when it refuses one more. Before
+// RED_TEAM 578 itemsize counted a number by AWS's approximate rule, one
+// byte short of DynamoDB Local and dynalite when its significant digits
+// pair up on its decimal point, so the item's times (numbers of
+// milliseconds) made a fill computed from itemsize alone cross the limit
+// by a byte or two on some runs and not on others; the engine's refusal
+// still bounds the fill. moto refuses no update for its size.
 func (h *retryCapHost) fill(t *testing.T, failed string) {
 	t.Helper()
 	per := len(h.tenant) + 1 + 22
