@@ -21,15 +21,15 @@ import (
 // bytes as DynamoDB Local and dynalite bill it (dynamotest.EngineItemSize;
 // on moto, which bills nothing, by itemsize), so its replays are billed
 // one write unit, when the record's retention in milliseconds ends in one
-// zero (expiresAtMs 1765238400010: twelve significant digits from 10^12,
-// seven bytes, where the approximate count of AWS's guide gives six). The
+// zero (expiresAtMs 1796688000010: twelve significant digits from 10^12,
+// eight bytes, where the approximate count of AWS's guide gives seven). The
 // response a byte larger is kept beside the record, and the inline one
 // replays byte-exactly; so does a response a byte larger inline, as the
 // store wrote it before (a record item of 1,025 bytes on those engines).
 func TestInlineMarkIsOneWriteUnitOnTheEngine(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		v.now = time.Date(2026, 12, 7, 0, 0, 0, 10e6, time.UTC) // retention 24 h on: ...400010 ms
+		v.now = time.Date(2026, 12, 7, 0, 0, 0, 10e6, time.UTC) // retention 24 h on: ...000010 ms
 		// complete stores a response of n incompressible body bytes under
 		// a new key and returns the key and whether it was kept inline.
 		complete := func(n int) (string, bool) {

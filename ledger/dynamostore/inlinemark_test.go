@@ -26,8 +26,8 @@ import (
 // (dynamotest.EngineItemSize; on moto, which bills nothing, by itemsize),
 // so a duplicate's failed claim is billed one write unit, when the
 // record's times in milliseconds (its lease and its retention) end in one
-// zero: twelve significant digits from 10^12, seven bytes each, where the
-// approximate count of AWS's guide gives six. A value a byte larger is
+// zero: twelve significant digits from 10^12, eight bytes each, where the
+// approximate count of AWS's guide gives seven. A value a byte larger is
 // kept beside the record, and the inline one is replayed; so is a value
 // two bytes larger inside its record, as the store wrote it before (a
 // record item of 1,026 bytes on those engines).
