@@ -8,7 +8,7 @@ import (
 	"github.com/idemkit/idemkit/internal/header"
 )
 
-// TestFormRefusalsAreNeverAKeysAnswer pins the reading RED_TEAM ZZ20
+// TestFormRefusalsAreNeverAKeysAnswer pins the reading RED_TEAM CO
 // describes: a createRun refused for its form before the Layer-1 claim
 // (406 protocol_version_unsupported for an OpenWOP-Version of another
 // major, 413 payload_too_large for a body over the bound, 415
