@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,12 +89,25 @@ func Serialize(target string) (*Serializer, error) {
 func (s *Serializer) Close() { s.s.close() }
 
 // IsMoto reports whether endpoint is a moto server: its management API
-// (GET /moto-api/data.json) answers 200 with a JSON object within 5 s.
-// DynamoDB, DynamoDB Local and dynalite answer that path with an error.
+// answers, within 5 s, GET /moto-api/config (moto 4 and later; 200 or 201)
+// or else GET /moto-api/data.json (200) with a JSON object. Only the
+// object's opening is read: the data dump holds every item of the server,
+// megabytes after a few hundred runs, and a server past a limit on it must
+// still be moto (RED_TEAM 660). DynamoDB, DynamoDB Local and dynalite
+// answer those paths with an error.
 func IsMoto(ctx context.Context, endpoint string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(endpoint, "/")+"/moto-api/data.json", nil)
+	base := strings.TrimSuffix(endpoint, "/")
+	return answersJSONObject(ctx, base+"/moto-api/config", http.StatusOK, http.StatusCreated) ||
+		answersJSONObject(ctx, base+"/moto-api/data.json", http.StatusOK)
+}
+
+// answersJSONObject reports whether GET url answers one of statuses with a
+// body that opens a JSON object: '{', then a member name or the closing '}'.
+// The rest of the body is not read.
+func answersJSONObject(ctx context.Context, url string, statuses ...int) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
 	}
@@ -102,6 +116,17 @@ func IsMoto(ctx context.Context, endpoint string) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	var m map[string]json.RawMessage
-	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m) == nil && m != nil
+	if !slices.Contains(statuses, resp.StatusCode) {
+		return false
+	}
+	dec := json.NewDecoder(io.LimitReader(resp.Body, 1<<20))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	_, name := tok.(string)
+	return name || tok == json.Delim('}')
 }
