@@ -26,7 +26,7 @@ var commands = commandList{
 	entries: []entry{
 		{"dev", "run the whole stack locally (emulator, tables, API, executor, auditor)", runDev},
 		{"tables create", "create the DynamoDB tables of template.yaml at an endpoint", runTables},
-		{"doctor", "compare deployed tables with template.yaml (keys, indexes, stream, TTL, PITR) and say what differs", runDoctor},
+		{"doctor", "compare deployed tables with template.yaml (status, keys, indexes, stream, a global table's replicas, TTL, PITR, deletion protection) and say what differs", runDoctor},
 		{"apikey create", "mint an API key for a tenant and store its hash", runAPIKey},
 		{"apikey revoke", "revoke an API key (by the key or its stored hash): delete its item", runAPIKey},
 		{"webhook secret rotate", "give a tenant a new webhook signing secret (printed once)", runWebhook},
