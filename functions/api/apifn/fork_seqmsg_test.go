@@ -35,3 +35,28 @@ func TestForkFromSeqRefusalSaysWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// TestForkModeRefusalSaysWhatIsWrong: a fork body without mode is told mode
+// is required; one whose mode is given but is neither replay nor branch
+// (another word, another case, another JSON type) is told what mode must
+// be, never that it is missing, and without its value echoed (RED_TEAM
+// 662). Each names details.field mode.
+func TestForkModeRefusalSaysWhatIsWrong(t *testing.T) {
+	const given = "mode must be replay or branch (the fork's mode, a JSON string)"
+	for body, want := range map[string]string{
+		`{}`:                         "mode is required: replay or branch",
+		`{"fromSeq":1}`:              "mode is required: replay or branch",
+		`{"mode":"nope"}`:            given,
+		`{"mode":"Replay"}`:          given,
+		`{"mode":""}`:                given,
+		`{"mode":5}`:                 given,
+		`{"mode":null}`:              given,
+		`{"mode":["replay"]}`:        given,
+		`{"mode":"x","fromSeq":"y"}`: given,
+	} {
+		_, e := parseFork([]byte(body))
+		if e == nil || e.Status != 400 || e.Details["field"] != "mode" || e.Message != want {
+			t.Errorf("%s: %v, want a 400 saying %q", body, e, want)
+		}
+	}
+}
