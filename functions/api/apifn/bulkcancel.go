@@ -128,8 +128,11 @@ func parseBulkCancel(ev events.APIGatewayV2HTTPRequest) (bulkCancelBody, *apierr
 	}
 	raw, ok := m["runIds"]
 	var items []json.RawMessage
-	if !ok || json.Unmarshal(raw, &items) != nil || items == nil {
+	if !ok {
 		return bulkCancelBody{}, validation("runIds", "runIds is required: an array of 1 to 100 runIds")
+	}
+	if json.Unmarshal(raw, &items) != nil || items == nil { // given, but no array: not called missing (RED_TEAM 663)
+		return bulkCancelBody{}, validation("runIds", "runIds must be an array of 1 to 100 runIds")
 	}
 	switch {
 	case len(items) == 0:
