@@ -24,9 +24,10 @@ import (
 // landed, and ends at its own deadline, the store timeout; when net/http
 // reads the EOF first, the claim fails before its call is sent). The client, still reading, gets 499
 // idemkit.client_closed_request, not 503 idemkit.store_unavailable, and a
-// retry with the same key is 201.
+// retry with the same key is 201. The engines run at once: each one's
+// time is the held claim's wait for the store timeout.
 func TestClientHalfCloseIsNotAStoreOutage(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+	dynamotest.ForEachConcurrently(t, func(t *testing.T, e *dynamotest.Emulator) {
 		a := &dynamotest.AwaitHangUp{}
 		gw, logs := hangUpGateway(t, e, a.Middleware())
 		gw.timeout = time.Minute

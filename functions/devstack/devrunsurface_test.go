@@ -310,10 +310,9 @@ func (su *surface) readSSE(id, query, lastEventID string) (ids []int64, types []
 // run.paused folded as a no-op: the fork executes, never paused.
 func TestDevRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T) {
 	// Moto (its stream drives the executor) and dynalite (no stream: dev's
-	// own feed does); DynamoDB Local drives it as moto does.
-	for _, kind := range []string{dynamotest.Moto, dynamotest.Dynalite} {
-		t.Run(kind, func(t *testing.T) { testRunSurfaceAcrossPauseResumeCancelAndFork(t, kind) })
-	}
+	// own feed does); DynamoDB Local drives it as moto does. The two run
+	// at once: each one's time is mostly waiting on its run.
+	dynamotest.ForKindsConcurrently(t, []string{dynamotest.Moto, dynamotest.Dynalite}, testRunSurfaceAcrossPauseResumeCancelAndFork)
 }
 
 func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {

@@ -115,6 +115,34 @@ func ForEach(t *testing.T, fn func(t *testing.T, e *Emulator)) {
 	}
 }
 
+// ForEachConcurrently is ForEach with the kinds' subtests run at the same
+// time, each in its own goroutine, and returns when all have ended. It is
+// for tests whose time is spent waiting (a store call held until its
+// deadline, a run's timed node), not computing: their waits overlap, where
+// ForEach would add them up. It takes no slot of go test's -parallel, so
+// the kinds overlap whatever that is. fn must share nothing mutable between
+// kinds (each builds its own stack, tables and buffers), and must not call
+// t.Setenv or t.Parallel. What each subtest checks is what it checks under
+// ForEach.
+func ForEachConcurrently(t *testing.T, fn func(t *testing.T, e *Emulator)) {
+	t.Helper()
+	ForKindsConcurrently(t, Kinds(), func(t *testing.T, kind string) { fn(t, Start(t, kind)) })
+}
+
+// ForKindsConcurrently runs fn in one subtest per kind of kinds, named after
+// the kind, all at the same time (as ForEachConcurrently does), for tests
+// that choose their kinds themselves.
+func ForKindsConcurrently(t *testing.T, kinds []string, fn func(t *testing.T, kind string)) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, k := range kinds {
+		wg.Go(func() {
+			t.Run(k, func(t *testing.T) { fn(t, k) })
+		})
+	}
+	wg.Wait()
+}
+
 // ForEachWith is ForEach restricted to the emulators whose capabilities
 // satisfy need (e.g. transactions): a kind without them is not run at all,
 // rather than run and skipped; what such a store does instead (a typed
