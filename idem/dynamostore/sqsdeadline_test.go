@@ -25,9 +25,10 @@ import (
 // timed the invocation out and redelivered the whole batch. WaitMargin is
 // 2 s here (250 ms by default), so that the release's store call, bounded
 // by what is left of it, has time on a loaded emulator: the verdict does
-// not depend on the machine's speed.
+// not depend on the machine's speed. The engines run at once: each one's
+// time is the record's context run out.
 func TestSQSRecordRunningToItsDeadlineOnDynamoDB(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+	dynamotest.ForEachConcurrently(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
 		clk := clock.NewManual(time.Now())
 		g, err := idem.New(idem.Config{Store: v.s, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},

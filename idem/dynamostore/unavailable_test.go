@@ -123,82 +123,83 @@ var pausableEngines = []string{dynamotest.DynamoDBLocal, dynamotest.Moto}
 // with the same key sees what the lease rules say: in flight (the
 // completion was lost; the lease is still live) or the replay (the engine
 // applied it after all), and the handler never runs twice.
+//
+// The two engines run at once, each on an engine of its own: each one's
+// time is its engine's start and the request's deadline run out.
 func TestStalledStoreCompletionAnswers503(t *testing.T) {
-	for _, kind := range pausableEngines {
-		t.Run(kind, func(t *testing.T) {
-			if !want(kind) {
-				t.Skipf("%s not in DYNAMOTEST_KINDS", kind)
+	dynamotest.ForKindsConcurrently(t, pausableEngines, func(t *testing.T, kind string) {
+		if !want(kind) {
+			t.Skipf("%s not in DYNAMOTEST_KINDS", kind)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		srv, err := emulator.Start(ctx, kind, emulator.Options{ToolsDir: filepath.Join(dynamotest.RepoRoot(), "tools"), SharedDB: true})
+		if err != nil {
+			testutil.Unavailable(t, "%s unavailable: %v", kind, err)
+		}
+		stopped := false
+		resume := func() {
+			if stopped {
+				_ = srv.Resume()
+				stopped = false
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			srv, err := emulator.Start(ctx, kind, emulator.Options{ToolsDir: filepath.Join(dynamotest.RepoRoot(), "tools"), SharedDB: true})
-			if err != nil {
-				testutil.Unavailable(t, "%s unavailable: %v", kind, err)
+		}
+		t.Cleanup(func() { resume(); srv.Stop() })
+		// The engine's own process, not the shared one: other tests keep
+		// theirs.
+		e := &dynamotest.Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: dynamotest.DefaultRegion, DeletesExpired: kind == dynamotest.DynamoDBLocal}
+		table := e.CreateTable(t, "IdempotencyTable")
+		s := newStore(t, e.Client(), table)
+		// The Guard's clock stands still: the first attempt's lease can
+		// never lapse before the retry, however slowly this machine
+		// gets from the stall to the retry, so the retry meets the
+		// claim (or its landed outcome), never an expired lease it
+		// would execute again. The stall itself is real: the request's
+		// deadline, on the wall clock.
+		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: s, Wait: -1,
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Test: idem.TestConfig{Clock: ledgertest.NewClock(time.Now())}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The request's deadline starts when the handler does, so the
+		// claim before it never races the deadline however slow the
+		// engine's first calls are on a loaded machine (a claim that
+		// ran out of time was a 503 too, and the retry then a first
+		// execution, not the replay or in-flight answer checked below).
+		rctx := newArmedCtx(ctx)
+		// The engine is stopped before the handler returns, and the
+		// completion is sent only once every thread of it has stopped
+		// (Pause waits for that state): a bare SIGSTOP returns while a
+		// thread of the engine may still run and answer the completion.
+		h := &countingHandler{before: func(context.Context, int32) {
+			stopped = true
+			if err := srv.Pause(ctx); err != nil {
+				t.Error(err)
 			}
-			stopped := false
-			resume := func() {
-				if stopped {
-					_ = srv.Resume()
-					stopped = false
-				}
-			}
-			t.Cleanup(func() { resume(); srv.Stop() })
-			// The engine's own process, not the shared one: other tests keep
-			// theirs.
-			e := &dynamotest.Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: dynamotest.DefaultRegion, DeletesExpired: kind == dynamotest.DynamoDBLocal}
-			table := e.CreateTable(t, "IdempotencyTable")
-			s := newStore(t, e.Client(), table)
-			// The Guard's clock stands still: the first attempt's lease can
-			// never lapse before the retry, however slowly this machine
-			// gets from the stall to the retry, so the retry meets the
-			// claim (or its landed outcome), never an expired lease it
-			// would execute again. The stall itself is real: the request's
-			// deadline, on the wall clock.
-			g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: s, Wait: -1,
-				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Test: idem.TestConfig{Clock: ledgertest.NewClock(time.Now())}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The request's deadline starts when the handler does, so the
-			// claim before it never races the deadline however slow the
-			// engine's first calls are on a loaded machine (a claim that
-			// ran out of time was a 503 too, and the retry then a first
-			// execution, not the replay or in-flight answer checked below).
-			rctx := newArmedCtx(ctx)
-			// The engine is stopped before the handler returns, and the
-			// completion is sent only once every thread of it has stopped
-			// (Pause waits for that state): a bare SIGSTOP returns while a
-			// thread of the engine may still run and answer the completion.
-			h := &countingHandler{before: func(context.Context, int32) {
-				stopped = true
-				if err := srv.Pause(ctx); err != nil {
-					t.Error(err)
-				}
-				rctx.arm(5 * time.Second)
-			}}
-			ev := guardEvent(newKey(), `{"a":1}`)
-			r, err := g.HTTPAPI(h.serve)(rctx, ev)
-			if h.runs.Load() != 1 {
-				t.Fatalf("the handler ran %d times before the stall", h.runs.Load())
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			want503(t, r)
-			resume()
-			h.before = nil
-			retry := call(t, g.HTTPAPI(h.serve), ev)
-			switch {
-			case retry.StatusCode == 409 && retry.Headers["Retry-After"] != "":
-			case retry.StatusCode == 201 && retry.Headers["Openwop-Idempotent-Replay"] == "true":
-			default:
-				t.Fatalf("retry after the engine resumed: %d %v %s", retry.StatusCode, retry.Headers, retry.Body)
-			}
-			if n := h.runs.Load(); n != 1 {
-				t.Fatalf("handler ran %d times", n)
-			}
-		})
-	}
+			rctx.arm(5 * time.Second)
+		}}
+		ev := guardEvent(newKey(), `{"a":1}`)
+		r, err := g.HTTPAPI(h.serve)(rctx, ev)
+		if h.runs.Load() != 1 {
+			t.Fatalf("the handler ran %d times before the stall", h.runs.Load())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want503(t, r)
+		resume()
+		h.before = nil
+		retry := call(t, g.HTTPAPI(h.serve), ev)
+		switch {
+		case retry.StatusCode == 409 && retry.Headers["Retry-After"] != "":
+		case retry.StatusCode == 201 && retry.Headers["Openwop-Idempotent-Replay"] == "true":
+		default:
+			t.Fatalf("retry after the engine resumed: %d %v %s", retry.StatusCode, retry.Headers, retry.Body)
+		}
+		if n := h.runs.Load(); n != 1 {
+			t.Fatalf("handler ran %d times", n)
+		}
+	})
 }
 
 // want reports whether kind is among the kinds this run tests.
