@@ -22,9 +22,10 @@ import (
 // for its expired context ("could not count the failure"), and the
 // handler answered after the deadline, which Lambda discards: a run
 // whose every try so ended was never counted, never given up by its
-// last try, and reached the failure queue "running". On the emulators.
+// last try, and reached the failure queue "running". On the emulators, at
+// once: each one's time is the executions run out to their deadlines.
 func TestExecutionCutByTheDeadlineIsCounted(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+	dynamotest.ForEachConcurrently(t, func(t *testing.T, e *dynamotest.Emulator) {
 		runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")
 		for _, maxAttempts := range []int{3, 1} {
 			t.Run(fmt.Sprint("max attempts ", maxAttempts), func(t *testing.T) {
@@ -66,9 +67,9 @@ func TestExecutionCutByTheDeadlineIsCounted(t *testing.T) {
 // execution ran out of time was resumed by every pass and never given up.
 // A record, or a stale run, reached with no time left to execute it is
 // not started and no failure is counted: it is retried (a later pass
-// claims it), as a try never made. On the emulators.
+// claims it), as a try never made. On the emulators, at once (as above).
 func TestStaleRunCutByTheDeadlineIsCounted(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+	dynamotest.ForEachConcurrently(t, func(t *testing.T, e *dynamotest.Emulator) {
 		runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")
 		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
 		s := newFaultStack(t, e, clk, runsTbl, effTbl)
