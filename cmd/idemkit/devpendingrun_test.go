@@ -27,9 +27,10 @@ import (
 // when it is named: a create refused because a live run holds its scope
 // (409 run_already_active, which the policy forgets) names none, and a
 // create answered 201 names its run once it is written (its answer, its
-// replay), never before. On every engine with streams.
+// replay), never before. On every engine with streams, at once (each a dev
+// of its own): each one's time is mostly the held creates' delay.
 func TestDevCommercePendingActionNamesOnlyARunThatExists(t *testing.T) {
-	dynamotest.ForEachWith(t, dynamotest.Streams, devCommercePendingActionNamesOnlyARunThatExists)
+	dynamotest.ForEachWithConcurrently(t, dynamotest.Streams, devCommercePendingActionNamesOnlyARunThatExists)
 }
 
 type answer struct {

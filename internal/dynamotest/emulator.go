@@ -165,6 +165,25 @@ func ForEachWith(t *testing.T, need func(Capabilities) bool, fn func(t *testing.
 	}
 }
 
+// ForEachWithConcurrently is ForEachWith with the qualifying kinds'
+// subtests run at the same time, as ForEachConcurrently runs them, for
+// the same kind of test (its time spent waiting) under the same rules.
+func ForEachWithConcurrently(t *testing.T, need func(Capabilities) bool, fn func(t *testing.T, e *Emulator)) {
+	t.Helper()
+	var kinds []string
+	for _, k := range Kinds() {
+		if e := Start(t, k); !need(e.Caps) {
+			t.Logf("%s: lacks the capability this test needs; not run there", k)
+			continue
+		}
+		kinds = append(kinds, k)
+	}
+	if len(kinds) == 0 {
+		t.Fatalf("no emulator among %v has the capability this test needs", Kinds())
+	}
+	ForKindsConcurrently(t, kinds, func(t *testing.T, kind string) { fn(t, Start(t, kind)) })
+}
+
 // Transactions is a ForEachWith need: TransactWriteItems is supported.
 func Transactions(c Capabilities) bool { return c.Transactions }
 
