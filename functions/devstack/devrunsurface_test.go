@@ -552,10 +552,11 @@ func testRunSurfaceAcrossPauseResumeCancelAndFork(t *testing.T, kind string) {
 // event's error. Runs ended by a breached runTimeoutMs or
 // maxLoopIterations fail with run_timeout or loop_limit_exceeded, after a
 // cap.breached of the cap's kind.
+//
+// The engines run at once, each a stack and a receiver of its own: much of
+// each one's time is its runs' Retry-After waits.
 func TestDevRunSurfaceOfWebhookRuns(t *testing.T) {
-	for _, kind := range surfaceEngines {
-		t.Run(kind, func(t *testing.T) { testRunSurfaceOfWebhookRuns(t, kind) })
-	}
+	dynamotest.ForKindsConcurrently(t, surfaceEngines, testRunSurfaceOfWebhookRuns)
 }
 
 func testRunSurfaceOfWebhookRuns(t *testing.T, kind string) {
