@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -48,7 +50,10 @@ func TestCommerceStoreOutageIsNotReplayed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ch := &commerceHost{f: hostOf(t, rs, idem.Config{Policy: commerce.Policy, Store: st}, nil), runs: rs}
+		// The Guard's clock moves when it sleeps: the replay below waits
+		// out its sync budget on it, not on the wall clock (5 s each).
+		gc := idem.Config{Policy: commerce.Policy, Store: st, Test: idem.TestConfig{Clock: clock.NewManual(time.Now()).SleepAdvances()}}
+		ch := &commerceHost{f: hostOf(t, rs, gc, nil), runs: rs}
 		failed := ch.run(t, runs.StatusFailed)
 		path := "/runs/" + runs.ProjectID(failed.ID) + "/retry"
 		const key = "retry during the outage"
@@ -71,8 +76,12 @@ func TestCommerceStoreOutageIsNotReplayed(t *testing.T) {
 		if got, err := rs.Get(ctx, newID); err != nil || got.RetryOf != failed.ID {
 			t.Fatalf("the new run: %+v %v", got, err)
 		}
+		// The key binds the Action (the new run), which nothing executes
+		// here: its replay waits out the sync budget and answers the run
+		// as it is now, still pending, 202 with Retry-After.
 		again, m2 := ch.f.do(t, commerceReq("POST", path, key))
-		if again.Headers["Idempotent-Replayed"] != "true" || m2["runId"] != newID {
+		if again.StatusCode != http.StatusAccepted || again.Headers["Retry-After"] == "" ||
+			again.Headers["Idempotent-Replayed"] != "true" || m2["runId"] != newID || m2["status"] != "pending" {
 			t.Fatalf("the key's replay: %d %s %v", again.StatusCode, again.Body, again.Headers)
 		}
 	})
