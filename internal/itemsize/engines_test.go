@@ -139,7 +139,8 @@ func times() []string {
 // count is billed one write unit, and one byte more, two. A handful of
 // them, the item padded to 400 KB, are accepted at that size and refused
 // a byte over it. moto reports no consumed capacity and counts a number
-// by its text: it is not a reference for sizes, and is left out.
+// by its text: it is not a reference for sizes, and its subtest checks only that it
+// still is not (notAReference).
 func TestNumberSizesAreTheEngines(t *testing.T) {
 	var all []string
 	for _, c := range numberSizes {
@@ -149,7 +150,8 @@ func TestNumberSizesAreTheEngines(t *testing.T) {
 	all = append(all, times()...)
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		if e.Kind == dynamotest.Moto {
-			t.Skip("moto reports no consumed capacity and sizes a number by its text: not a reference for item sizes")
+			notAReference(t, e)
+			return
 		}
 		ctx := context.Background()
 		c := e.Client()
@@ -229,7 +231,8 @@ func TestItemSizesAreTheEngines(t *testing.T) {
 	}
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		if e.Kind == dynamotest.Moto {
-			t.Skip("moto reports no consumed capacity and sizes a number by its text: not a reference for item sizes")
+			notAReference(t, e)
+			return
 		}
 		c := e.Client()
 		table := e.CreateTable(t, "IdempotencyTable")
@@ -243,4 +246,17 @@ func TestItemSizesAreTheEngines(t *testing.T) {
 			}
 		}
 	})
+}
+
+// notAReference checks what leaves moto out of the engines whose sizes
+// are compared: it reports no consumed capacity that follows an item's
+// size (and counts a number by its text). Should it start to, this fails,
+// and moto belongs among the reference engines of these tests.
+func notAReference(t *testing.T, e *dynamotest.Emulator) {
+	t.Helper()
+	table := e.CreateTable(t, "IdempotencyTable")
+	item := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "k"}, "n": &types.AttributeValueMemberN{Value: "120"}}
+	if size, err := dynamotest.EngineItemSize(context.Background(), e.Client(), table, item, "pk"); !errors.Is(err, dynamotest.ErrNoCapacity) {
+		t.Fatalf("moto now reports write units that follow an item's size (%d bytes, %v): compare its sizes here too", size, err)
+	}
 }
