@@ -111,6 +111,138 @@ func (d *dyingStore) Get(ctx context.Context, id string, now time.Time) (idem.Re
 	return d.Store.Get(ctx, id, now)
 }
 
+// stallingStore is one process's view of the store that freezes (a
+// Lambda invocation paused, a long collection) as it sends its
+// completion: at is closed then, and the call reaches the store only once
+// resume is closed, as it was sent.
+type stallingStore struct {
+	idem.Store
+	at, resume chan struct{}
+}
+
+func (s *stallingStore) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
+	close(s.at)
+	<-s.resume
+	return s.Store.Complete(ctx, claim, out, now)
+}
+
+// stalledOwnerCase: a process is frozen holding its claim, its work done
+// and its completion on the way, past its lease; a second process takes
+// the claim over and does the work, and is frozen the same way; then the
+// first thaws and its completion reaches the store while the second still
+// holds the claim. That completion must be refused (the first process's
+// Once fails with ErrLeaseLost): only the process holding the claim
+// records its answer, with its transactional writes; the second then
+// completes, and its answer is the one every later call replays. (A
+// crash point's dead process never comes back: without this case a
+// takeover that left the previous owner able to write, the same owner
+// token on both, say, passed the matrix; RED_TEAM 590.)
+func stalledOwnerCase(t *testing.T, h Harness) {
+	store := h.NewStore(t)
+	now := clock.System{}.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	clk := clock.NewManual(now().UTC())
+	key := fmt.Sprintf("crash-stalled-owner-%d", clk.Now().UnixNano())
+	g := func(s idem.Store) *idem.Guard {
+		g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Test:   idem.TestConfig{Clock: clk.SleepAdvances()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	name := func(n int) string { return fmt.Sprintf("%s-exec-%d", key, n) }
+	work := func(n int) func(ctx context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			if h.TxWrites != nil {
+				if err := idem.Transact(ctx, h.TxWrites.Put(t, store, name(n))); err != nil {
+					return nil, err
+				}
+			}
+			return fmt.Appendf(nil, `{"execution":%d}`, n), nil
+		}
+	}
+	call := func(g *idem.Guard, n int) ([]byte, bool, error) {
+		return g.Once(context.Background(), idem.Work{Operation: "crash-matrix", Key: key, Payload: []byte(`{"order":42}`), Run: work(n)})
+	}
+	type result struct {
+		v   []byte
+		ran bool
+		err error
+	}
+	type proc struct {
+		s    *stallingStore
+		done chan result
+	}
+	var thaw []chan struct{}
+	var thawOnce sync.Once
+	t.Cleanup(func() { // a failed case lets its frozen processes go
+		thawOnce.Do(func() {
+			for _, c := range thaw {
+				select {
+				case <-c:
+				default:
+					close(c)
+				}
+			}
+		})
+	})
+	// freeze starts process n and returns once it is frozen sending its
+	// completion.
+	freeze := func(n int) *proc {
+		p := &proc{s: &stallingStore{Store: store, at: make(chan struct{}), resume: make(chan struct{})}, done: make(chan result, 1)}
+		thaw = append(thaw, p.s.resume)
+		gd := g(p.s)
+		go func() {
+			v, ran, err := call(gd, n)
+			p.done <- result{v, ran, err}
+		}()
+		select {
+		case <-p.s.at:
+		case r := <-p.done:
+			t.Fatalf("process %d ended before its completion: %s ran=%t err=%v", n, r.v, r.ran, r.err)
+		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
+			t.Fatalf("process %d never sent its completion", n)
+		}
+		return p
+	}
+	wait := func(p *proc) result {
+		select {
+		case r := <-p.done:
+			return r
+		case <-time.After(time.Minute):
+			t.Fatal("a thawed process never returned")
+			return result{}
+		}
+	}
+
+	first := freeze(1)
+	clk.Advance(crashLease + time.Minute)
+	second := freeze(2)
+	close(first.s.resume)
+	if r := wait(first); !errors.Is(r.err, idem.ErrLeaseLost) {
+		t.Fatalf("the completion of the process whose claim was taken over: %s ran=%t err=%v, want ErrLeaseLost", r.v, r.ran, r.err)
+	}
+	close(second.s.resume)
+	r := wait(second)
+	if r.err != nil || !r.ran || string(r.v) != `{"execution":2}` {
+		t.Fatalf("the completion of the process holding the claim: %s ran=%t err=%v, want its own answer", r.v, r.ran, r.err)
+	}
+	v, ran, err := call(g(store), 3)
+	if err != nil || ran || string(v) != string(r.v) {
+		t.Fatalf("the replay: %s ran=%t err=%v, want %s replayed", v, ran, err, r.v)
+	}
+	if h.TxWrites != nil {
+		if h.TxWrites.Exists(t, store, name(1)) || !h.TxWrites.Exists(t, store, name(2)) {
+			t.Fatalf("committed: the taken-over process's writes %t, the owner's %t; want only the owner's",
+				h.TxWrites.Exists(t, store, name(1)), h.TxWrites.Exists(t, store, name(2)))
+		}
+	}
+}
+
 // crashLease is the matrix's claim lease (idem.MinLease).
 const crashLease = idem.MinLease
 
@@ -141,6 +273,7 @@ func RunCrashMatrix(t *testing.T, h Harness) {
 			t.Run(phase+"/"+point, func(t *testing.T) { crashCase(t, h, phase, point) })
 		}
 	}
+	t.Run(PhaseTakeover+"/stalled-owner-resumes", func(t *testing.T) { stalledOwnerCase(t, h) })
 }
 
 func crashCase(t *testing.T, h Harness, phase, point string) {
