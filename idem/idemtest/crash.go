@@ -360,8 +360,16 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 			if !ran && point != CrashDuringCompletion {
 				t.Fatalf("recovery replayed %s: no attempt completed before it", v)
 			}
+			if ran && point == CrashDuringCompletion {
+				t.Fatalf("recovery ran the work again: the completion applied at %s was not found", point)
+			}
 			first = v
 			break
+		}
+		if point == CrashDuringRelease || point == CrashDuringCompletion {
+			// The dead process's last write applied: the record is
+			// released (or final), with no lease to wait out.
+			t.Fatalf("recovery after %s: %v; the write applied before the process died was not found", point, err)
 		}
 		if try == 5 || !errors.Is(err, idem.ErrInFlight) {
 			t.Fatalf("recovery try %d: %v", try, err)

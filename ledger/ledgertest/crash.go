@@ -214,8 +214,16 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 	for try := 0; ; try++ {
 		r, err := executor(store).Do(context.Background(), eff, fn(nil, false))
 		if err == nil {
+			if point == CrashDuringCompletion && !r.Replayed {
+				t.Fatalf("recovery after %s fired again: %+v; the outcome applied before the executor died was not found", point, r)
+			}
 			first = r
 			break
+		}
+		if point == CrashDuringRelease || point == CrashDuringCompletion {
+			// The dead executor's last write applied: the record is
+			// released (or completed), with no lease to wait out.
+			t.Fatalf("recovery after %s: %v; the write applied before the executor died was not found", point, err)
 		}
 		if try == 6 {
 			t.Fatalf("recovery: %v", err)
