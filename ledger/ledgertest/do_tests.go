@@ -30,6 +30,7 @@ var doTests = []test{
 	{"Race16FencedExecutorsOneEffect", testRace16Fenced},
 	{"CrashAfterProviderCallReusesKey", testCrashAfterProviderCall},
 	{"CrashAfterClaimEscapesAndReusesKey", testCrashAfterClaim},
+	{"ReclaimRefusedByARenewalAfterItsRead", testReclaimAfterRenewal},
 	{"CancelledAfterClaimIsReleased", testCancelledAfterClaim},
 	{"FencedCrashBeforeFireMarkIsReleased", testCrashBeforeFire},
 	{"StaleOwnerCannotRecord", testStaleOwner},
@@ -365,6 +366,69 @@ func testCrashAfterClaim(t *testing.T, e *env) {
 	}
 	if d := mustDo(t, e.ledger(), eff, e.charge(&calls)); !d.Replayed || calls.Load() != 1 {
 		t.Fatalf("duplicate %+v calls %d", d, calls.Load())
+	}
+}
+
+// renewedBeforeReclaim lands the owner's lease renewal (its heartbeat's
+// write: the same owner, attempt and state, a later lease) on the store
+// just before a reclaim's write reaches it, once.
+type renewedBeforeReclaim struct {
+	ledger.Store
+	lease time.Duration
+	once  sync.Once
+}
+
+func (s *renewedBeforeReclaim) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	if next.Attempt == want.Attempt+1 {
+		s.once.Do(func() {
+			cur, err := s.Store.Get(ctx, next.Key)
+			if err != nil || cur == nil {
+				return
+			}
+			renewed := cur.Clone()
+			renewed.LeaseUntil = now.Add(s.lease)
+			_, _, _ = s.Store.Replace(ctx, renewed, ledger.Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State}, now)
+		})
+	}
+	return s.Store.Replace(ctx, next, want, now)
+}
+
+// testReclaimAfterRenewal: an executor reads a firing attempt whose lease
+// has run out and reclaims it, and the owner's renewal lands between the
+// read and the reclaim's write. The reclaim is refused (its write asks
+// the store for a lease still expired, not only for the owner, attempt
+// and state it read): the effect is not fired again while its owner is
+// still calling the provider, the retry is told it is in flight, and the
+// owner's outcome is recorded. (A reclaim that did not ask for the lease
+// expired passed every other test; RED_TEAM 592.)
+func testReclaimAfterRenewal(t *testing.T, e *env) {
+	const lease = 30 * time.Second
+	eff := e.effect()
+	var calls atomic.Int64
+	var second error
+	res, err := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 }).Do(context.Background(), eff,
+		func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			calls.Add(1)
+			// The owner is still calling the provider when its lease
+			// runs out on the clock; another executor retries.
+			e.clock.Advance(lease + time.Second)
+			_, second = e.ledger(func(c *ledger.Config) {
+				c.Heartbeat = -1
+				c.Store = &renewedBeforeReclaim{Store: e.raw, lease: lease}
+			}).Do(context.Background(), eff, e.charge(&calls))
+			return []byte(`{"charge":"ch_1"}`), nil
+		})
+	if calls.Load() != 1 {
+		t.Fatalf("the provider was called %d times; the reclaim over the renewed lease: %v; the owner: %v", calls.Load(), second, err)
+	}
+	if !errors.Is(second, ledger.ErrInFlight) {
+		t.Fatalf("the reclaim over the renewed lease: %v, want ErrInFlight", second)
+	}
+	if err != nil || string(res.Value) != `{"charge":"ch_1"}` {
+		t.Fatalf("the owner's outcome: %+v %v, want its value recorded", res, err)
+	}
+	if d := mustDo(t, e.ledger(), eff, e.charge(&calls)); !d.Replayed || string(d.Value) != `{"charge":"ch_1"}` || calls.Load() != 1 {
+		t.Fatalf("duplicate %+v calls %d, want the owner's outcome replayed", d, calls.Load())
 	}
 }
 
