@@ -130,3 +130,56 @@ func TestRunsWrittenElsewhereExecuteOnAnEngineWithoutStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeExecutesAtOnceOnAnEngineWithoutStreams: on dynalite the
+// `:resume` of a paused run hands the run to the executor as the runs
+// stream's MODIFY (paused to running) does on the stream engines (RED_TEAM
+// 680): with RUN_STALE_SECONDS at a day, so the stale-run pass cannot be
+// what drives it, the resumed wait starts again within the guard, and
+// once only (one resume, one execution). The run is paused (immediate)
+// in a wait of 5 s: its execution learns of the pause when the wait ends
+// (its claim's renewals come every third of RUN_STALE_SECONDS), and the
+// resume's record, in order behind that execution's for the run as the
+// stream's is, is handed over then.
+func TestResumeExecutesAtOnceOnAnEngineWithoutStreams(t *testing.T) {
+	su := newSurfaceWith(t, dynamotest.Dynalite, map[string]string{"RUN_STALE_SECONDS": "86400"})
+	resp, m, body := su.do("POST", "/runs", `{"workflowId":"conformance-replay-ordinal-loop","inputs":{"delayMs":5000}}`)
+	if resp.StatusCode != 201 {
+		t.Fatalf("createRun: %d %s", resp.StatusCode, body)
+	}
+	id := m["runId"].(string)
+	// The hang guard: far below RUN_STALE_SECONDS, far above a hand-over.
+	await := func(what string, cond func(pollAnswer) bool) pollAnswer {
+		t.Helper()
+		for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			a := su.pollAll(id)
+			if cond(a) {
+				return a
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 45 s (RUN_STALE_SECONDS is a day); log %v status %s", what, a.types, a.status)
+			}
+		}
+	}
+	await("the wait starts", func(a pollAnswer) bool { return count(a.types, "node.started") == 3 }) // start, effect, wait
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":pause", `{"drainPolicy":"immediate"}`); r.StatusCode != 202 {
+		t.Fatalf("pause: %d %s", r.StatusCode, body)
+	}
+	await("run.paused is recorded", func(a pollAnswer) bool { return count(a.types, "run.paused") == 1 })
+	if r, _, body := su.do("POST", "/runs/"+pathID(id)+":resume", `{}`); r.StatusCode != 202 {
+		t.Fatalf("resume: %d %s", r.StatusCode, body)
+	}
+	after := func(a pollAnswer) []string {
+		for i, typ := range a.types {
+			if typ == "run.resumed" {
+				return a.types[i+1:]
+			}
+		}
+		return nil
+	}
+	await("the resumed node starts", func(a pollAnswer) bool { return count(after(a), "node.started") >= 1 })
+	time.Sleep(2 * time.Second) // a second hand-over, if any, has had its time
+	if a := su.pollAll(id); count(after(a), "node.started") != 1 || a.status != "running" {
+		t.Fatalf("after the resume: %v (status %s), want one node.started, running", after(a), a.status)
+	}
+}

@@ -52,8 +52,14 @@ var surfaceEngines = []string{dynamotest.Moto, dynamotest.Dynalite, dynamotest.D
 
 func newSurface(t *testing.T, kind string) *surface {
 	t.Helper()
+	return newSurfaceWith(t, kind, nil)
+}
+
+// newSurfaceWith is newSurface with the stack's settings.
+func newSurfaceWith(t *testing.T, kind string, settings map[string]string) *surface {
+	t.Helper()
 	key := "idk_surface_test_0123456789"
-	s := startStackOn(t, kind, devstack.Options{APIKeys: []string{key + "=acme", surfaceOtherKey + "=umbrella"}})
+	s := startStackOn(t, kind, devstack.Options{APIKeys: []string{key + "=acme", surfaceOtherKey + "=umbrella"}, Settings: settings})
 	o := wireschema.Load(t)
 	su := &surface{t: t, base: s.URL(), key: key}
 	var err error

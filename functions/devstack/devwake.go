@@ -27,12 +27,20 @@ import (
 // backoff (devIdlePoll at most), as before.
 //
 // On an engine without DynamoDB Streams it also hands the items the
-// stack's successful puts wrote to a table to that table's feed (feed;
-// writeFeed), in place of the stream's records.
+// stack's successful puts and updates wrote to a table to that table's
+// feed (feed; writeFeed), in place of the stream's records.
 type tableWaker struct {
 	mu      sync.RWMutex
 	byTable map[string][]chan<- struct{}
-	feeds   map[string]func(item map[string]types.AttributeValue)
+	feeds   map[string]tableFeed
+}
+
+// tableFeed is where a table's writes go on an engine without streams: the
+// feed, and get, a consistent read of an item by its key (an update's old
+// image, and its new one when the update returns none).
+type tableFeed struct {
+	f   *writeFeed
+	get func(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error)
 }
 
 func newTableWaker() *tableWaker {
@@ -49,15 +57,56 @@ func (w *tableWaker) register(table string, c chan<- struct{}) {
 
 // feed has every item a successful put of the stack writes to table
 // (PutItem, a transaction's Put; the stack writes no run in a batch)
-// handed to f once the engine has answered the write; f must not block.
-// One feed per table.
-func (w *tableWaker) feed(table string, f func(item map[string]types.AttributeValue)) {
+// handed to f as an INSERT once the engine has answered the write, and
+// every item a successful UpdateItem changes handed to f as a MODIFY (an
+// INSERT if the update created it), its old image read with get just
+// before the write. One feed per table.
+func (w *tableWaker) feed(table string, f *writeFeed, get func(ctx context.Context, table string, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.feeds == nil {
-		w.feeds = map[string]func(map[string]types.AttributeValue){}
+		w.feeds = map[string]tableFeed{}
 	}
-	w.feeds[table] = f
+	w.feeds[table] = tableFeed{f: f, get: get}
+}
+
+// fedUpdate is the feed of the table an UpdateItem (params) writes, and
+// the item's image just before it (nil if there was none); ok false when
+// the table has no feed or the read failed (nothing is handed over).
+func (w *tableWaker) fedUpdate(ctx context.Context, params any) (tf tableFeed, in *dynamodb.UpdateItemInput, old map[string]types.AttributeValue, ok bool) {
+	in, _ = params.(*dynamodb.UpdateItemInput)
+	if in == nil || in.TableName == nil {
+		return tf, nil, nil, false
+	}
+	w.mu.RLock()
+	tf, ok = w.feeds[*in.TableName]
+	w.mu.RUnlock()
+	if !ok {
+		return tf, nil, nil, false
+	}
+	old, err := tf.get(ctx, *in.TableName, in.Key)
+	return tf, in, old, err == nil
+}
+
+// updated hands the item in changed, from old, to tf's feed: its new image
+// the one the update returned (ALL_NEW), else read.
+func (w *tableWaker) updated(ctx context.Context, tf tableFeed, in *dynamodb.UpdateItemInput, out any, old map[string]types.AttributeValue) {
+	var item map[string]types.AttributeValue
+	if o, _ := out.(*dynamodb.UpdateItemOutput); o != nil && in.ReturnValues == types.ReturnValueAllNew {
+		item = o.Attributes
+	} else {
+		var err error
+		if item, err = tf.get(ctx, *in.TableName, in.Key); err != nil {
+			return
+		}
+	}
+	switch {
+	case len(item) == 0:
+	case len(old) == 0:
+		tf.f.put(item)
+	default:
+		tf.f.modify(old, item)
+	}
 }
 
 // put hands the items a successful write's input puts to their tables'
@@ -72,8 +121,8 @@ func (w *tableWaker) put(params any) {
 		if table == nil || item == nil {
 			return
 		}
-		if f := w.feeds[*table]; f != nil {
-			f(item)
+		if tf, ok := w.feeds[*table]; ok {
+			tf.f.put(item)
 		}
 	}
 	switch in := params.(type) {
@@ -117,12 +166,16 @@ func (w *tableWaker) option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
 		return st.Initialize.Add(middleware.InitializeMiddlewareFunc("idemkitTableWaker",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				tf, upd, old, fed := w.fedUpdate(ctx, in.Parameters)
 				out, md, err := next.HandleInitialize(ctx, in)
 				if all, tables := writtenTables(in.Parameters); (all || len(tables) > 0) && !refused(err) {
 					w.wrote(all, tables...)
 				}
 				if err == nil {
 					w.put(in.Parameters)
+					if fed {
+						w.updated(ctx, tf, upd, out.Result, old)
+					}
 				}
 				return out, md, err
 			}), middleware.After)

@@ -249,15 +249,15 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	var feed *writeFeed
 	if !streams {
 		// No DynamoDB Streams (dynalite): the executor is fed the runs the
-		// stack itself writes (writeFeed), through the runs poller's
-		// filter and delivery; the auditor has nothing to read.
+		// stack itself writes and updates (writeFeed), through the runs
+		// poller's filter and delivery; the auditor has nothing to read.
 		keys, err := templateKeyAttrs("RunsTable")
 		if err != nil {
 			return nil, err
 		}
 		runsPoller.log, runsPoller.retryFor = logger, env.StreamRetry
 		feed = newWriteFeed(runsPoller, keys)
-		tw.feed(env.RunsTable, feed.put)
+		tw.feed(env.RunsTable, feed, consistentGet(client))
 		pollers = nil
 	}
 	var cp checkpoints
