@@ -7,7 +7,7 @@
 // stream open with keep-alive comments until the terminal event:
 // devsse.go), and the executor and auditor driven by polling the tables' streams as event
 // source mappings would. On an engine without DynamoDB Streams (dynalite)
-// the executor is fed the runs the stack itself writes instead, and
+// the executor is fed the runs the stack itself writes and resumes instead, and
 // nothing is audited (writeFeed).
 //
 // Start runs it in-process, for end-to-end tests and benchmarks as much as

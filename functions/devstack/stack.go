@@ -307,8 +307,9 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 // newRunsPoller is the poller of the runs table's stream, which drives the
 // executor (handle) as its deployed event source mapping does (BatchSize
 // 1, ParallelizationFactor 10): the records the mapping's filter in
-// template.yaml passes (a new run's INSERT; not the table's other items,
-// nor a run's later writes or deletion), one record per call, up to
+// template.yaml passes (a new run's INSERT and a resumed run's MODIFY,
+// paused to running; not the table's other items, nor a run's other
+// writes or deletion), one record per call, up to
 // devStreamParallel at once, in order per run (the table's partition key).
 // The stack fills in the stream and the retry settings.
 func newRunsPoller(table string, handle batchFunc) (*poller, error) {
