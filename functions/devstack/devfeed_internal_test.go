@@ -110,3 +110,74 @@ func TestWriteFeedHandsOverInOrderPerKeyAndRetries(t *testing.T) {
 		t.Fatalf("run-2's failing record was tried %d times too few", failures["run-2"])
 	}
 }
+
+// TestWriteFeedHandsOverWhatTheRunsMappingPasses: through the runs
+// stream's filter from template.yaml (newRunsPoller), the feed hands the
+// executor a new run's put as an INSERT and a run's update from paused to
+// running (a resume) as a MODIFY with both images, and nothing for the
+// run's other updates (RED_TEAM 680).
+func TestWriteFeedHandsOverWhatTheRunsMappingPasses(t *testing.T) {
+	var mu sync.Mutex
+	var got []stream.StreamRecord
+	p, err := newRunsPoller("runs", func(_ context.Context, recs []stream.StreamRecord) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, recs...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	keys, err := templateKeyAttrs("RunsTable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newWriteFeed(p, keys)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { f.run(ctx); close(done) }()
+	run := func(id, status string) map[string]types.AttributeValue {
+		item := map[string]types.AttributeValue{"status": &types.AttributeValueMemberS{Value: status}}
+		for _, k := range keys {
+			item[k] = &types.AttributeValueMemberS{Value: id}
+		}
+		return item
+	}
+	f.put(run("a", "pending"))
+	f.modify(run("a", "pending"), run("a", "running"))  // the executor's start
+	f.modify(run("a", "running"), run("a", "running"))  // a node's append
+	f.modify(run("a", "running"), run("a", "paused"))   // a pause
+	f.modify(run("a", "paused"), run("a", "paused"))    // a held run.paused recorded
+	f.modify(run("a", "paused"), run("a", "running"))   // the resume
+	f.modify(run("a", "paused"), run("a", "cancelled")) // a cancel
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatalf("handed over %d records, want 2", n)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // any record more has had its time
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	status := func(img map[string]types.AttributeValue) string {
+		s, _ := img["status"].(*types.AttributeValueMemberS)
+		if s == nil {
+			return ""
+		}
+		return s.Value
+	}
+	if len(got) != 2 || got[0].EventName != "INSERT" || status(got[0].NewImage) != "pending" ||
+		got[1].EventName != "MODIFY" || status(got[1].OldImage) != "paused" || status(got[1].NewImage) != "running" || len(got[1].Keys) != len(keys) {
+		t.Fatalf("handed over %+v, want the put's INSERT and the resume's MODIFY", got)
+	}
+}
