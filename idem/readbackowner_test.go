@@ -29,7 +29,7 @@ func (s unsentCompletion) Complete(context.Context, idem.Record, idem.Outcome, t
 // final record, but the other process's (another owner token). It must
 // not take that for its own: its writes never committed, so it fails with
 // ErrNotCommitted, and the record keeps the other's answer. (A read-back
-// that did not compare the owner passed every other test; RED_TEAM 593.)
+// that did not compare the owner passed every other test; RED_TEAM 582.)
 func TestLostCompletionReadBackIsTheClaimsOwn(t *testing.T) {
 	store := memstore.New()
 	clk := iclock.NewManual(time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC))

@@ -285,7 +285,7 @@ func unexpectedSecretArg(fs *flag.FlagSet, stderr io.Writer, arg string) int {
 // ("Bearer " and the key, the Authorization header whole, a trailing
 // space, the carriage return of a Windows key file read by "$(cat
 // key.txt)"), which the authorizer would not take as it stands but which
-// holds the key all the same (RED_TEAM 620, as 563 for --hash).
+// holds the key all the same (RED_TEAM 583, as 563 for --hash).
 func mayBeSecret(arg, except string) bool {
 	for _, w := range strings.FieldsFunc(arg, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		if len(w) >= minSecretArg && apikeys.ValidKey(w) && !strings.ContainsAny(w, except) {

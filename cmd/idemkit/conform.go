@@ -131,7 +131,7 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if mayBeSecret(pos[0], ".:/") {
 			// No URL, even one without its scheme, but perhaps the key
 			// given for --api-key, alone or with what surrounded it: not
-			// quoted (RED_TEAM 564, 620).
+			// quoted (RED_TEAM 564, 583).
 			return usageError(fs, stderr, "URL (not shown; it may be a key): want an http:// or https:// URL, such as http://127.0.0.1:3000")
 		}
 		return usageError(fs, stderr, "URL %q: want an http:// or https:// URL, such as http://127.0.0.1:3000", shownURL(pos[0]))

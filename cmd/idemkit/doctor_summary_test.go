@@ -12,7 +12,7 @@ import (
 
 // TestDoctorSummaryNamesWhatItCompares: `idemkit -h` sums doctor up with
 // the same list of what it compares as docs/CLI.md's table of commands
-// (RED_TEAM 661: the help line left out the table's status, a global
+// (RED_TEAM 587: the help line left out the table's status, a global
 // table's replicas and deletion protection, which doctor checks).
 func TestDoctorSummaryNamesWhatItCompares(t *testing.T) {
 	cli, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "CLI.md"))

@@ -129,7 +129,7 @@ func TestAKeyGivenAsAnArgumentIsNotQuoted(t *testing.T) {
 // carriage return a Windows key file keeps through "$(cat key.txt)". The
 // authorizer would not take such a value as it stands, but it holds the
 // key: it is refused without quoting it, as the key alone is. Before, each
-// was quoted on stderr by the five commands and by conform (RED_TEAM 620,
+// was quoted on stderr by the five commands and by conform (RED_TEAM 583,
 // 563's forms on 564's path).
 func TestAKeyWithWhatSurroundsItGivenAsAnArgumentIsNotQuoted(t *testing.T) {
 	const key = "idk_S3CR3TabcdefghijklmnopqrstuvwxyzAB"

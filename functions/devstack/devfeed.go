@@ -20,7 +20,7 @@ import (
 // image, and every item an UpdateItem of the stack changed (answered with
 // success) becomes the MODIFY record, with the item as read just before
 // the write as its old image and as the write left it as its new image
-// (a `:resume`, paused to running, among them: RED_TEAM 680). Each goes
+// (a `:resume`, paused to running, among them: RED_TEAM 591). Each goes
 // through the runs poller's filter, the deployed mapping's (a new run's
 // INSERT, a resumed run's MODIFY), and delivery (p): one record per call,
 // up to devStreamParallel at once, in order per run, retried with the

@@ -115,7 +115,7 @@ func TestWriteFeedHandsOverInOrderPerKeyAndRetries(t *testing.T) {
 // stream's filter from template.yaml (newRunsPoller), the feed hands the
 // executor a new run's put as an INSERT and a run's update from paused to
 // running (a resume) as a MODIFY with both images, and nothing for the
-// run's other updates (RED_TEAM 680).
+// run's other updates (RED_TEAM 591).
 func TestWriteFeedHandsOverWhatTheRunsMappingPasses(t *testing.T) {
 	var mu sync.Mutex
 	var got []stream.StreamRecord

@@ -19,7 +19,7 @@ import (
 
 // TestStrippedPrefixAcrossTheUpgradeBehindAFunctionURL holds what
 // docs/GUARANTEES.md's note on a rewritten path's change of fingerprint
-// says for RED_TEAM 565 (622): the release before 565 served a function
+// says for RED_TEAM 565 (585): the release before 565 served a function
 // URL's request without Request.RequestURI, as lambdaurl.Wrap builds it,
 // so its record of a request whose path http.StripPrefix rewrote has no
 // sent path in its fingerprint. Its retry through this release's Wrap is

@@ -136,7 +136,7 @@ func (s *stallingStore) Complete(ctx context.Context, claim idem.Record, out ide
 // completes, and its answer is the one every later call replays. (A
 // crash point's dead process never comes back: without this case a
 // takeover that left the previous owner able to write, the same owner
-// token on both, say, passed the matrix; RED_TEAM 590.)
+// token on both, say, passed the matrix; RED_TEAM 579.)
 func stalledOwnerCase(t *testing.T, h Harness) {
 	store := h.NewStore(t)
 	now := clock.System{}.Now

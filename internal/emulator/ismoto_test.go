@@ -10,7 +10,7 @@ import (
 
 // TestIsMotoWithMuchData: a moto server that holds more than a megabyte of
 // data (a few hundred runs through idemkit dev) is still told to be moto,
-// so dev reaches it one request at a time (RED_TEAM 660). Before, IsMoto
+// so dev reaches it one request at a time (RED_TEAM 586). Before, IsMoto
 // decoded the whole GET /moto-api/data.json dump through a 1 MB limit, and
 // a server past it read as another engine: dev reached it directly, and
 // moto's non-atomic conditional writes interleaved.

@@ -93,7 +93,7 @@ func (s *Serializer) Close() { s.s.close() }
 // or else GET /moto-api/data.json (200) with a JSON object. Only the
 // object's opening is read: the data dump holds every item of the server,
 // megabytes after a few hundred runs, and a server past a limit on it must
-// still be moto (RED_TEAM 660). DynamoDB, DynamoDB Local and dynalite
+// still be moto (RED_TEAM 586). DynamoDB, DynamoDB Local and dynalite
 // answer those paths with an error.
 func IsMoto(ctx context.Context, endpoint string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -400,7 +400,7 @@ func (s *renewedBeforeReclaim) Replace(ctx context.Context, next *ledger.Record,
 // and state it read): the effect is not fired again while its owner is
 // still calling the provider, the retry is told it is in flight, and the
 // owner's outcome is recorded. (A reclaim that did not ask for the lease
-// expired passed every other test; RED_TEAM 592.)
+// expired passed every other test; RED_TEAM 581.)
 func testReclaimAfterRenewal(t *testing.T, e *env) {
 	const lease = 30 * time.Second
 	eff := e.effect()

@@ -131,7 +131,7 @@ func parseBulkCancel(ev events.APIGatewayV2HTTPRequest) (bulkCancelBody, *apierr
 	if !ok {
 		return bulkCancelBody{}, validation("runIds", "runIds is required: an array of 1 to 100 runIds")
 	}
-	if json.Unmarshal(raw, &items) != nil || items == nil { // given, but no array: not called missing (RED_TEAM 663)
+	if json.Unmarshal(raw, &items) != nil || items == nil { // given, but no array: not called missing (RED_TEAM 589)
 		return bulkCancelBody{}, validation("runIds", "runIds must be an array of 1 to 100 runIds")
 	}
 	switch {

@@ -9,7 +9,7 @@ import (
 // TestBulkCancelRunIdsRefusalSaysWhatIsWrong: a bulk cancel body without
 // runIds is told runIds is required; one whose runIds is given but is no
 // JSON array (a string, an object, a number, null) is told what runIds must
-// be, never that it is missing (RED_TEAM 663). Each names details.field
+// be, never that it is missing (RED_TEAM 589). Each names details.field
 // runIds.
 func TestBulkCancelRunIdsRefusalSaysWhatIsWrong(t *testing.T) {
 	const missing = "runIds is required: an array of 1 to 100 runIds"

@@ -97,7 +97,7 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 	if m, ok := raw["mode"]; !ok {
 		return req, validation("mode", "mode is required: replay or branch")
 	} else if json.Unmarshal(m, &mode) != nil || (mode != string(runs.ForkReplay) && mode != string(runs.ForkBranch)) {
-		// Given but not one of the two: said so, not called missing (RED_TEAM 662).
+		// Given but not one of the two: said so, not called missing (RED_TEAM 588).
 		return req, validation("mode", "mode must be replay or branch (the fork's mode, a JSON string)")
 	}
 	req.mode = runs.ForkMode(mode)

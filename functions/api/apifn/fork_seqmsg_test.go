@@ -40,7 +40,7 @@ func TestForkFromSeqRefusalSaysWhatIsWrong(t *testing.T) {
 // is required; one whose mode is given but is neither replay nor branch
 // (another word, another case, another JSON type) is told what mode must
 // be, never that it is missing, and without its value echoed (RED_TEAM
-// 662). Each names details.field mode.
+// 588). Each names details.field mode.
 func TestForkModeRefusalSaysWhatIsWrong(t *testing.T) {
 	const given = "mode must be replay or branch (the fork's mode, a JSON string)"
 	for body, want := range map[string]string{

@@ -161,7 +161,7 @@ func mountPrefix(outer *chi.Context, find *chi.Context, urlPath string) string {
 // consumes reports whether mounts, patterns chi entered, consume the
 // path before rest in urlPath: as many segments as their patterns have,
 // each less its "/*", or its trailing "/" (the "/api/" a Mount("/api")
-// routes its root by, whose rest is "/": RED_TEAM 621). A rest urlPath
+// routes its root by, whose rest is "/": RED_TEAM 584). A rest urlPath
 // does not end with (a middleware rewrote the path) cannot be told apart,
 // and is taken as consumed.
 func consumes(mounts []string, urlPath, rest string) bool {

@@ -152,7 +152,7 @@ func TestInlineWildcardRouteWithAnEmptyRestNamesTheRoute(t *testing.T) {
 // Before, the mount's "/api/" was counted as two segments where it
 // consumes one, the route's "/*" taken for an entered mount, and /api/
 // was named POST /api//*: the route skipped by its pattern was
-// deduplicated for that path alone (RED_TEAM 621, 553's sibling).
+// deduplicated for that path alone (RED_TEAM 584, 553's sibling).
 func TestInlineCatchAllAtASubRoutersRootNamesTheRoute(t *testing.T) {
 	var runs atomic.Int32
 	handler := func(w http.ResponseWriter, _ *http.Request) { runs.Add(1); w.WriteHeader(201) }

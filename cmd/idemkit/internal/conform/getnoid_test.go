@@ -13,7 +13,7 @@ import (
 // answer names no runId or id (the README's orders function answers
 // {"orderId", "item", "qty"} and serves no GET), get-ignores-key has no
 // resource to read: it is skipped, saying why, never failed with a hint
-// (--get) that cannot help, since a GET path must hold {id} (RED_TEAM 664).
+// (--get) that cannot help, since a GET path must hold {id} (RED_TEAM 590).
 // Before, it failed "the created answer has no runId or id to GET (set the
 // GET path)", and conform exited 1 on an API that broke no rule.
 func TestGetIgnoresKeySkipsWithoutAResourceID(t *testing.T) {

@@ -316,7 +316,7 @@ func getIgnoresKey(ctx context.Context, e *env) Result {
 	id := resourceID(a.body)
 	if id == "" {
 		// No resource to read: no rule broken, and no --get helps, since a
-		// GET path holds {id} (RED_TEAM 664).
+		// GET path holds {id} (RED_TEAM 590).
 		return skip("the created answer names no runId or id (a JSON member of that name), so there is no resource to GET with the key")
 	}
 	path := strings.ReplaceAll(e.cfg.GetPath, "{id}", url.PathEscape(id))
