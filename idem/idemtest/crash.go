@@ -145,15 +145,7 @@ func stalledOwnerCase(t *testing.T, h Harness) {
 	}
 	clk := clock.NewManual(now().UTC())
 	key := fmt.Sprintf("crash-stalled-owner-%d", clk.Now().UnixNano())
-	g := func(s idem.Store) *idem.Guard {
-		g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Test:   idem.TestConfig{Clock: clk.SleepAdvances()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
+	g := func(s idem.Store) *idem.Guard { return crashGuard(t, s, clk) }
 	name := func(n int) string { return fmt.Sprintf("%s-exec-%d", key, n) }
 	work := func(n int) func(ctx context.Context) ([]byte, error) {
 		return func(ctx context.Context) ([]byte, error) {
@@ -319,15 +311,7 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 			return fmt.Appendf(nil, `{"execution":%d}`, n), nil
 		}
 	}
-	process := func(s idem.Store) *idem.Guard {
-		g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Test:   idem.TestConfig{Clock: clk.SleepAdvances()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
+	process := func(s idem.Store) *idem.Guard { return crashGuard(t, s, clk) }
 	call := func(g *idem.Guard, run func(context.Context) ([]byte, error)) ([]byte, bool, error) {
 		return g.Once(context.Background(), idem.Work{Operation: "crash-matrix", Key: key, Payload: []byte(`{"order":42}`), Run: run})
 	}
@@ -402,4 +386,17 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	if got := committedNoTx.Load(); got != want {
 		t.Fatalf("%d side effects, want %d", got, want)
 	}
+}
+
+// crashGuard is one process of a crash case: a Guard on s with the
+// matrix's lease, no wait for an owner in flight, and clk as its clock.
+func crashGuard(t *testing.T, s idem.Store, clk *clock.Manual) *idem.Guard {
+	t.Helper()
+	g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Test:   idem.TestConfig{Clock: clk.SleepAdvances()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
