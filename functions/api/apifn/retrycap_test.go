@@ -83,20 +83,26 @@ func (h *retryCapHost) list(t *testing.T, failed string, from, n int) {
 	t.Helper()
 	for n > 0 {
 		k := min(n, 200)
-		ids := make([]string, k)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("%s/%022d", h.tenant, from+i)
-		}
-		_, err := h.c.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-			TableName: aws.String(h.rs.Table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: failed}},
-			UpdateExpression:          aws.String("ADD retries :r"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberSS{Value: ids}},
-		})
-		if err != nil {
+		if err := h.add(failed, from, k); err != nil {
 			t.Fatal(err)
 		}
 		from, n = from+k, n-k
 	}
+}
+
+// add lists k run ids of the longest shape, numbered from from, on the
+// failed run's retries in one update.
+func (h *retryCapHost) add(failed string, from, k int) error {
+	ids := make([]string, k)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s/%022d", h.tenant, from+i)
+	}
+	_, err := h.c.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(h.rs.Table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: failed}},
+		UpdateExpression:          aws.String("ADD retries :r"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberSS{Value: ids}},
+	})
+	return err
 }
 
 // fill lists run ids of the longest shape on the failed run until its
@@ -117,15 +123,7 @@ func (h *retryCapHost) fill(t *testing.T, failed string) {
 	from, k := 0, 200
 	for from < target && k > 0 {
 		k = min(k, target-from)
-		ids := make([]string, k)
-		for i := range ids {
-			ids[i] = fmt.Sprintf("%s/%022d", h.tenant, from+i)
-		}
-		_, err := h.c.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-			TableName: aws.String(h.rs.Table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: failed}},
-			UpdateExpression:          aws.String("ADD retries :r"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberSS{Value: ids}},
-		})
+		err := h.add(failed, from, k)
 		var ae smithy.APIError
 		switch {
 		case err == nil:
